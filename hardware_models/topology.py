@@ -1,0 +1,343 @@
+"""Cluster topologies as graphs of directed, full-duplex links.
+
+Every host holds `gpus_per_node` devices joined by a scale-up fabric (one NVSwitch node per host:
+device <-> `h{i}/nvs` links at the scale-up bandwidth) and one NIC per device linking it to the
+first switch of the scale-out network. Builders (`kind`):
+
+- `single-switch`: every NIC on one switch.
+- `fat-tree`: two-level leaf/spine. `hosts_per_leaf` hosts per leaf, `spines` spines, each leaf
+  joined to every spine; `oversubscription` = leaf downlink capacity / leaf uplink capacity.
+- `rail-optimized`: device j of every host on rail switch j; rail switches joined by spines.
+- `clos3`: three layers as in the Llama 3 cluster (REFERENCE.md): `gpus_per_tor` devices per ToR,
+  `gpus_per_pod` per pod at full bisection, pods joined with `oversubscription` (default 7). Each
+  layer of parallel spines is aggregated into one node per pod/core: with even ECMP splitting, k
+  equal parallel links carry exactly what one link of k times the capacity carries.
+- `ring` / `torus`: hosts on a ring or a 2D/3D torus (`dims`), each host's NICs bundled on a host
+  router linked to its neighbours.
+- `graph`: a user's GraphML or edge-list file of switches (`file`), with `hosts` naming the node
+  each host attaches to (default: the graph's degree-1 nodes, in sorted order).
+
+Extra host pools (storage, preprocessing) attach to the top switches (`Topology.attach_points`)
+with their own NIC spec, so their traffic shares the same links.
+
+Routing: endpoints (devices, pool hosts) hang off one first-hop switch; switch-to-switch paths are
+all shortest paths on the switch graph (up to `max_paths`, deterministic order), cached per switch
+pair. `routes(src, dst)` returns equal-cost paths as tuples of link ids.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import networkx as nx
+import numpy as np
+from pydantic import Field, model_validator
+
+from hardware_models.nic import LinkSpec
+from hardware_models.spec import Spec
+from hardware_models.units import Seconds, parse_quantity
+
+TopologyKind = Literal["single-switch", "fat-tree", "rail-optimized", "clos3", "ring", "torus", "graph"]
+
+
+class TopologySpec(Spec):
+    kind: TopologyKind = "single-switch"
+    hosts_per_leaf: int | None = Field(None, ge=1, description="fat-tree: hosts under one leaf")
+    spines: int | None = Field(None, ge=1, description="fat-tree / rail-optimized: spine switches")
+    oversubscription: float | None = Field(None, ge=1, description="downlink / uplink capacity")
+    gpus_per_tor: int = Field(16, ge=1, description="clos3: devices per ToR (Llama 3: 16)")
+    gpus_per_pod: int = Field(3072, ge=1, description="clos3: devices per pod (Llama 3: 3,072)")
+    dims: list[int] | None = Field(None, description="torus: host grid dimensions (product = nodes)")
+    file: str | None = Field(None, description="graph: GraphML or edge-list (src dst bandwidth latency)")
+    hosts: list[str] | None = Field(None, description="graph: node each host attaches to")
+    switch_latency: Seconds = Field(5e-7, ge=0, description="per switch hop, s (assumption: 0.5 us cut-through)")
+    ecmp: Literal["even", "hash"] = "even"
+    max_paths: int = Field(64, ge=1, description="cap on equal-cost paths per switch pair")
+
+    @model_validator(mode="after")
+    def _check_kind_fields(self) -> "TopologySpec":
+        if self.kind == "torus" and not self.dims:
+            raise ValueError("torus needs dims, e.g. [4, 4]")
+        if self.kind == "graph" and not self.file:
+            raise ValueError("graph needs file: a GraphML or edge-list path")
+        return self
+
+
+@dataclass
+class HostPool:
+    """Extra hosts (storage, preprocessing) attached to the network."""
+    name: str
+    count: int
+    nic: LinkSpec
+
+
+@dataclass
+class Topology:
+    """Nodes, directed links (as arrays indexed by link id) and routes between endpoints."""
+    graph: nx.DiGraph
+    devices: list[str]                      # global rank -> device node
+    hosts: list[list[str]]                  # host index -> its device nodes
+    pools: dict[str, list[str]] = field(default_factory=dict)
+    attach_points: list[str] = field(default_factory=list)
+    link_src: list[str] = field(default_factory=list)
+    link_dst: list[str] = field(default_factory=list)
+    link_kind: list[str] = field(default_factory=list)
+    capacity: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    latency: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    max_paths: int = 64
+    _edge_id: dict[tuple[str, str], int] = field(default_factory=dict)
+    _first_hop: dict[str, str] = field(default_factory=dict)   # endpoint -> first switch
+    _host_of: dict[str, int] = field(default_factory=dict)
+    _switch_graph: nx.Graph | None = None
+    _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
+
+    # ---- queries -------------------------------------------------------------------------
+    @property
+    def num_links(self) -> int:
+        return len(self.link_src)
+
+    def host_of(self, node: str) -> int | None:
+        return self._host_of.get(node)
+
+    def link_id(self, src: str, dst: str) -> int:
+        return self._edge_id[(src, dst)]
+
+    def link_name(self, link_id: int) -> str:
+        return f"{self.link_src[link_id]}->{self.link_dst[link_id]}"
+
+    def routes(self, src: str, dst: str) -> list[tuple[int, ...]]:
+        """Equal-cost paths from `src` to `dst` (endpoints), each a tuple of link ids."""
+        if src == dst:
+            return [()]
+        hs, hd = self._host_of.get(src), self._host_of.get(dst)
+        if hs is not None and hs == hd:
+            nvs = f"h{hs}/nvs"
+            return [(self._edge_id[(src, nvs)], self._edge_id[(nvs, dst)])]
+        s_sw, d_sw = self._first_hop[src], self._first_hop[dst]
+        up, down = self._edge_id[(src, s_sw)], self._edge_id[(d_sw, dst)]
+        return [(up, *middle, down) for middle in self._between_switches(s_sw, d_sw)]
+
+    def path_latency_s(self, path: tuple[int, ...]) -> float:
+        return float(self.latency[list(path)].sum()) if path else 0.0
+
+    def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
+        key = (a, b)
+        if key not in self._switch_paths:
+            if a == b:
+                paths = [()]
+            else:
+                paths = []
+                for nodes in nx.all_shortest_paths(self._switch_graph, a, b):
+                    paths.append(tuple(self._edge_id[(u, v)] for u, v in zip(nodes, nodes[1:])))
+                    if len(paths) >= self.max_paths:
+                        break
+                paths.sort()
+            self._switch_paths[key] = paths
+        return self._switch_paths[key]
+
+
+class _Builder:
+    """Accumulates nodes and full-duplex links, then freezes them into a Topology."""
+
+    def __init__(self, switch_latency_s: float):
+        self.g = nx.DiGraph()
+        self.switch_latency_s = switch_latency_s
+        self.src: list[str] = []
+        self.dst: list[str] = []
+        self.kind: list[str] = []
+        self.cap: list[float] = []
+        self.lat: list[float] = []
+        self.first_hop: dict[str, str] = {}
+        self.switches: set[str] = set()
+
+    def duplex(self, a: str, b: str, capacity: float, kind: str, lat_ab: float, lat_ba: float) -> None:
+        for u, v, lat in ((a, b, lat_ab), (b, a, lat_ba)):
+            self.g.add_edge(u, v, capacity=capacity, latency=lat, kind=kind, id=len(self.src))
+            self.src.append(u)
+            self.dst.append(v)
+            self.kind.append(kind)
+            self.cap.append(capacity)
+            self.lat.append(lat)
+
+    def switch_link(self, a: str, b: str, capacity: float) -> None:
+        self.switches.update((a, b))
+        self.duplex(a, b, capacity, "fabric", self.switch_latency_s, self.switch_latency_s)
+
+    def endpoint(self, node: str, switch: str, nic: LinkSpec) -> None:
+        """A NIC: the endpoint's egress pays the NIC latency, the switch's egress one hop."""
+        self.switches.add(switch)
+        self.first_hop[node] = switch
+        self.duplex(node, switch, nic.achieved_bytes_per_s, "nic", nic.latency, self.switch_latency_s)
+
+
+def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: LinkSpec,
+                   scale_up: LinkSpec, pools: list[HostPool] | None = None) -> Topology:
+    """Build the cluster's graph: hosts with scale-up fabrics, NICs, switches and host pools."""
+    b = _Builder(spec.switch_latency)
+    hosts: list[list[str]] = []
+    host_of: dict[str, int] = {}
+    for h in range(nodes):
+        nvs = f"h{h}/nvs"
+        devs = [f"h{h}/g{j}" for j in range(gpus_per_node)]
+        for d in devs:
+            b.duplex(d, nvs, scale_up.achieved_bytes_per_s, "scale_up", scale_up.latency, 0.0)
+            host_of[d] = h
+        hosts.append(devs)
+    attach = _BUILDERS[spec.kind](b, spec, hosts, nic)
+    pool_nodes: dict[str, list[str]] = {}
+    for pool in pools or []:
+        names = [f"{pool.name}{k}" for k in range(pool.count)]
+        for k, name in enumerate(names):
+            b.endpoint(name, attach[k % len(attach)], pool.nic)
+        pool_nodes[pool.name] = names
+    switch_graph = nx.Graph()
+    switch_graph.add_nodes_from(sorted(b.switches))
+    switch_graph.add_edges_from((u, v) for u, v, k in zip(b.src, b.dst, b.kind) if k == "fabric")
+    topo = Topology(
+        graph=b.g, devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
+        attach_points=attach, link_src=b.src, link_dst=b.dst, link_kind=b.kind,
+        capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
+        max_paths=spec.max_paths,
+        _edge_id={(u, v): i for i, (u, v) in enumerate(zip(b.src, b.dst))},
+        _first_hop=b.first_hop, _host_of=host_of, _switch_graph=switch_graph)
+    return topo
+
+
+def _host_groups(n: int, size: int, what: str) -> list[range]:
+    if n % size:
+        raise ValueError(f"{n} hosts do not divide into {what} of {size}")
+    return [range(i, i + size) for i in range(0, n, size)]
+
+
+def _single_switch(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    for devs in hosts:
+        for d in devs:
+            b.endpoint(d, "switch", nic)
+    return ["switch"]
+
+
+def _fat_tree(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    gpn = len(hosts[0])
+    per_leaf = spec.hosts_per_leaf or min(len(hosts), max(1, 16 // gpn))
+    spines = spec.spines or max(1, min(per_leaf * gpn, 16))
+    over = spec.oversubscription or 1.0
+    leaves = _host_groups(len(hosts), per_leaf, "leaves")
+    uplink = per_leaf * gpn * nic.achieved_bytes_per_s / over / spines
+    for li, group in enumerate(leaves):
+        for h in group:
+            for d in hosts[h]:
+                b.endpoint(d, f"leaf{li}", nic)
+        for s in range(spines):
+            b.switch_link(f"leaf{li}", f"spine{s}", uplink)
+    return [f"spine{s}" for s in range(spines)]
+
+
+def _rail_optimized(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    gpn = len(hosts[0])
+    spines = spec.spines or gpn
+    over = spec.oversubscription or 1.0
+    uplink = len(hosts) * nic.achieved_bytes_per_s / over / spines
+    for r in range(gpn):
+        for devs in hosts:
+            b.endpoint(devs[r], f"rail{r}", nic)
+        for s in range(spines):
+            b.switch_link(f"rail{r}", f"spine{s}", uplink)
+    return [f"spine{s}" for s in range(spines)]
+
+
+def _clos3(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    gpn = len(hosts[0])
+    if spec.gpus_per_tor % gpn or spec.gpus_per_pod % spec.gpus_per_tor:
+        raise ValueError(f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node {gpn} "
+                         f"and divide gpus_per_pod {spec.gpus_per_pod}")
+    hosts_per_tor = spec.gpus_per_tor // gpn
+    tors_per_pod = spec.gpus_per_pod // spec.gpus_per_tor
+    over = spec.oversubscription or 7.0
+    tor_bw = spec.gpus_per_tor * nic.achieved_bytes_per_s
+    tors = _host_groups(len(hosts), hosts_per_tor, "ToRs")
+    pods = (len(tors) + tors_per_pod - 1) // tors_per_pod
+    for t, group in enumerate(tors):
+        pod = t // tors_per_pod
+        for h in group:
+            for d in hosts[h]:
+                b.endpoint(d, f"tor{t}", nic)
+        b.switch_link(f"tor{t}", f"pod{pod}", tor_bw)          # full bisection inside a pod
+    if pods > 1:
+        for p in range(pods):
+            n_tors = min(tors_per_pod, len(tors) - p * tors_per_pod)
+            b.switch_link(f"pod{p}", "core", n_tors * tor_bw / over)
+        return ["core"]
+    return ["pod0"]
+
+
+def _ring_or_torus(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    dims = spec.dims or [len(hosts)]
+    if int(np.prod(dims)) != len(hosts):
+        raise ValueError(f"{spec.kind} dims {dims} hold {int(np.prod(dims))} hosts, cluster has {len(hosts)}")
+    bundle = len(hosts[0]) * nic.achieved_bytes_per_s
+    for h, devs in enumerate(hosts):
+        for d in devs:
+            b.endpoint(d, f"r{h}", nic)
+    coords = list(np.ndindex(*dims))
+    index = {c: i for i, c in enumerate(coords)}
+    done = set()
+    for c in coords:
+        for axis, size in enumerate(dims):
+            if size < 2:
+                continue
+            nb = list(c)
+            nb[axis] = (c[axis] + 1) % size
+            pair = tuple(sorted((index[c], index[tuple(nb)])))
+            if pair[0] != pair[1] and pair not in done:
+                done.add(pair)
+                b.switch_link(f"r{pair[0]}", f"r{pair[1]}", bundle)
+    return [f"r{h}" for h in range(len(hosts))]
+
+
+def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    path = Path(spec.file)
+    if not path.is_file():
+        raise ValueError(f"topology file {spec.file!r} not found")
+    if path.suffix.lower() in (".graphml", ".xml"):
+        g = nx.read_graphml(path)
+    else:
+        g = nx.Graph()
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            parts = line.split("#")[0].split()
+            if not parts:
+                continue
+            if len(parts) < 3:
+                raise ValueError(f"{path}:{lineno}: expected 'src dst bandwidth [latency]'")
+            attrs = {"bandwidth": parts[2]}
+            if len(parts) > 3:
+                attrs["latency"] = parts[3]
+            g.add_edge(parts[0], parts[1], **attrs)
+    for u, v, data in g.edges(data=True):
+        if "bandwidth" not in data:
+            raise ValueError(f"{path}: edge {u}-{v} has no bandwidth")
+        cap = parse_quantity(str(data["bandwidth"]).replace("_", " ") if isinstance(data["bandwidth"], str)
+                             else data["bandwidth"], "bytes_per_s")
+        lat = parse_quantity(data.get("latency", spec.switch_latency), "seconds")
+        b.switches.update((str(u), str(v)))
+        b.duplex(str(u), str(v), cap, "fabric", lat, lat)
+    attach = spec.hosts or sorted(str(n) for n in g.nodes if g.degree(n) == 1)
+    if len(attach) < len(hosts):
+        raise ValueError(f"graph {path} offers {len(attach)} host attachment nodes, cluster has {len(hosts)} hosts")
+    for h, devs in enumerate(hosts):
+        if attach[h] not in g:
+            raise ValueError(f"graph {path} has no node {attach[h]!r}")
+        for d in devs:
+            b.endpoint(d, attach[h], nic)
+    return sorted(b.switches)[:1]
+
+
+_BUILDERS = {
+    "single-switch": _single_switch,
+    "fat-tree": _fat_tree,
+    "rail-optimized": _rail_optimized,
+    "clos3": _clos3,
+    "ring": _ring_or_torus,
+    "torus": _ring_or_torus,
+    "graph": _graph_file,
+}

@@ -1,0 +1,39 @@
+"""A cluster in a simulation: the topology, the network backend and the devices of every host.
+
+`Cluster.build` turns the scenario's hardware section into live objects bound to one Simulation.
+Several jobs may share one Cluster (multi-tenancy): they address devices by rank and share links.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hardware_models.topology import HostPool, Topology, build_topology
+from sim.compute import Device
+from sim.engine import Simulation
+from sim.network import Network, make_network
+
+
+@dataclass
+class Cluster:
+    sim: Simulation
+    hardware: object            # sim.scenario.HardwareConfig
+    topology: Topology
+    network: Network
+    devices: list[Device]
+    hosts: list[list[Device]]
+
+    @classmethod
+    def build(cls, sim: Simulation, hardware, network_model: str = "flow",
+              pools: list[HostPool] | None = None) -> "Cluster":
+        topo = build_topology(hardware.topology, hardware.nodes, hardware.gpus_per_node,
+                              hardware.nic, hardware.scale_up, pools)
+        network = make_network(network_model, sim, topo, hardware.topology.ecmp)
+        hosts = [[Device(sim, node, hardware.gpu, h) for node in nodes] for h, nodes in enumerate(topo.hosts)]
+        return cls(sim, hardware, topo, network, [d for devs in hosts for d in devs], hosts)
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.devices)
+
+    def nodes(self, ranks) -> list[str]:
+        return [self.devices[r].node for r in ranks]

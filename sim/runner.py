@@ -1,0 +1,116 @@
+"""Load a scenario, build the cluster, run the workload, collect a `RunResult`.
+
+`run(scenario)` is the one entry point the CLI, sweeps, notebooks and validation use:
+
+    from sim import load_scenario, run
+    result = run(load_scenario("scenarios/allreduce-2x8-h100.yaml"))
+    result.metrics["busbw_bytes_per_s"], result.events (DataFrame of spans), result.links
+
+`RunResult.summary()` is the contract JSON object of DESIGN.md.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from sim.cluster import Cluster
+from sim.engine import Simulation
+from sim.errors import ScenarioError
+from sim.scenario import Scenario
+from sim.workloads import module_for
+
+
+def dcsim_version() -> str:
+    try:
+        return version("dcsim")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def jsonable(value: Any) -> Any:
+    """Metrics -> plain JSON types (numpy scalars/arrays, tuples, non-finite floats as None)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isfinite(v) else None
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def resolved_yaml(scenario: Scenario) -> str:
+    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
+def scenario_sha256(scenario: Scenario) -> str:
+    return hashlib.sha256(json.dumps(scenario.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    metrics: dict
+    sim_time_s: float
+    wall_s: float
+    events: int
+    sim: Simulation = field(repr=False)
+    cluster: Cluster = field(repr=False)
+
+    @cached_property
+    def spans(self) -> pd.DataFrame:
+        """Every recorded span (component, track, name, start_s, end_s, bytes, flop, category)."""
+        return self.sim.recorder.frame()
+
+    @cached_property
+    def links(self) -> pd.DataFrame:
+        """Per-link bytes, busy time and utilisation over the run."""
+        return self.cluster.network.link_table(self.sim_time_s)
+
+    def summary(self) -> dict:
+        gpu = self.scenario.hardware.gpu
+        return {
+            "scenario": self.scenario.name,
+            "kind": self.scenario.workload.kind,
+            "metrics": self.metrics,
+            "sim_time_s": self.sim_time_s,
+            "wall_s": self.wall_s,
+            "events": self.events,
+            "dcsim_version": dcsim_version(),
+            "scenario_sha256": scenario_sha256(self.scenario),
+            "profile": gpu.name,
+        }
+
+
+def run(scenario: Scenario) -> RunResult:
+    """Simulate one scenario to completion."""
+    module = module_for(scenario.workload.kind)
+    wall_start = time.perf_counter()
+    sim = Simulation(seed=scenario.seed, span_limit=scenario.trace_limit)
+    try:
+        cluster = Cluster.build(sim, scenario.hardware, scenario.network_model,
+                                scenario.workload.host_pools(scenario.hardware))
+    except ValueError as exc:
+        raise ScenarioError(str(exc), path="hardware.topology") from None
+    proc = sim.process(module.simulate(sim, cluster, scenario.workload))
+    sim.env.run(until=proc)
+    metrics = jsonable(proc.value)
+    return RunResult(scenario=scenario, metrics=metrics, sim_time_s=float(sim.now),
+                     wall_s=time.perf_counter() - wall_start, events=sim.env.events_processed,
+                     sim=sim, cluster=cluster)

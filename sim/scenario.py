@@ -1,0 +1,264 @@
+"""Scenario files: the pydantic models of DESIGN.md's contract, loading, `--set` overrides, errors.
+
+A scenario is inert, validated data: `Scenario.hardware` (catalog names, paths or inline specs,
+resolved into frozen hardware specs at load time) and `Scenario.workload` (a discriminated union
+on `kind`; each workload module contributes one config class, see sim/workloads/__init__.py).
+
+`load_scenario(path, overrides)` reads YAML with the safe loader, applies `key.path=value`
+overrides (values parsed as YAML, list indices allowed), validates, runs each workload's
+cross-checks against the hardware, and turns every failure into a one-line `ScenarioError`.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from hardware_models import catalog
+from hardware_models.gpu import DeviceSpec
+from hardware_models.memory import MemoryTierSpec
+from hardware_models.nic import LinkSpec
+from hardware_models.topology import TopologySpec
+from sim.errors import ScenarioError
+from sim.workloads import WorkloadConfig
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _resolve_paths(section: str, value: Any, info: ValidationInfo) -> Any:
+    """Catalog name / path / inline mapping -> raw spec fields (relative paths: scenario's folder)."""
+    if isinstance(value, BaseModel):
+        return value
+    base_dir = (info.context or {}).get("base_dir")
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")) and base_dir and not Path(value).is_file():
+        candidate = Path(base_dir) / value
+        if candidate.is_file():
+            value = str(candidate)
+    return catalog.raw_spec(section, value)
+
+
+class HardwareConfig(Config):
+    gpu: DeviceSpec = Field(default_factory=lambda: catalog.device("h100-sxm"))
+    gpus_per_node: int = Field(8, ge=1)
+    nodes: int = Field(1, ge=1)
+    scale_up: LinkSpec = Field(default_factory=lambda: catalog.link("nvlink4"))
+    nic: LinkSpec = Field(default_factory=lambda: catalog.link("cx7-400g-rdma"))
+    host_cpu: DeviceSpec = Field(default_factory=lambda: catalog.device("xeon-8480"),
+                                 description="one host CPU socket (preprocessing on trainers, power)")
+    host_cpus: int = Field(2, ge=1, description="CPU sockets per host")
+    topology: TopologySpec = TopologySpec()
+    memory_tiers: list[MemoryTierSpec] = Field(default_factory=list)
+
+    @field_validator("gpu", "host_cpu", mode="before")
+    @classmethod
+    def _device(cls, v, info: ValidationInfo):
+        return _resolve_paths("device", v, info)
+
+    @field_validator("scale_up", "nic", mode="before")
+    @classmethod
+    def _link(cls, v, info: ValidationInfo):
+        return _resolve_paths("link", v, info)
+
+    @field_validator("memory_tiers", mode="before")
+    @classmethod
+    def _tiers(cls, v, info: ValidationInfo):
+        if not isinstance(v, list):
+            return v
+        return [_resolve_paths("tier", t, info) for t in v]
+
+    @field_validator("topology", mode="before")
+    @classmethod
+    def _topology_file(cls, v, info: ValidationInfo):
+        base_dir = (info.context or {}).get("base_dir")
+        if isinstance(v, str):
+            v = {"kind": v}
+        if isinstance(v, dict) and isinstance(v.get("file"), str) and base_dir and not Path(v["file"]).is_file():
+            candidate = Path(base_dir) / v["file"]
+            if candidate.is_file():
+                v = {**v, "file": str(candidate)}
+        return v
+
+    @property
+    def num_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def tier(self, kind_or_name: str) -> MemoryTierSpec | None:
+        """The first extra tier whose name or kind matches."""
+        for t in self.memory_tiers:
+            if kind_or_name in (t.name, t.kind):
+                return t
+        return None
+
+
+class Scenario(Config):
+    name: str = Field(min_length=1)
+    description: str = ""
+    seed: int = 0
+    network_model: Literal["flow", "analytical"] = "flow"
+    hardware: HardwareConfig = HardwareConfig()
+    workload: WorkloadConfig
+    trace_limit: int = Field(200_000, ge=0, description="max spans kept for traces and plots")
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Scenario":
+        check = getattr(self.workload, "check", None)
+        if check is not None:
+            check(self.hardware)
+        return self
+
+
+# ---------------------------------------------------------------------------------------------
+# --set overrides
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'workload.requests.0.prompt_tokens=4096' -> (['workload', 'requests', '0', 'prompt_tokens'], 4096)."""
+    if "=" not in text:
+        raise ScenarioError("expected key.path=value", path="--set", value=text)
+    key, _, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not key.strip() or any(not p for p in parts):
+        raise ScenarioError("expected key.path=value with a non-empty dotted key", path="--set", value=text)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def apply_override(data: dict, parts: list[str], value: Any) -> None:
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        where = ".".join(parts[: i + 1])
+        if isinstance(node, list):
+            if not part.lstrip("-").isdigit() or not -len(node) <= int(part) < len(node):
+                raise ScenarioError(f"list index out of range (list has {len(node)} items)", path=where, value=part)
+            idx = int(part)
+            if last:
+                node[idx] = value
+            else:
+                node = node[idx]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                if not isinstance(node.get(part), (dict, list)):
+                    node[part] = {}
+                node = node[part]
+        else:
+            raise ScenarioError("cannot set a key inside a scalar value", path=where, value=node)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+def read_yaml(path: str | Path) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise ScenarioError("file not found", file=str(path))
+    try:
+        with open(p) as f:
+            return yaml.safe_load(f)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        raise ScenarioError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=where, file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"cannot read: {exc}", file=str(path)) from None
+
+
+def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ScenarioError("a scenario must be a YAML mapping", value=type(data).__name__, file=str(path))
+    try:
+        for text in overrides:
+            apply_override(data, *parse_override(text))
+        return scenario_from_dict(data, base_dir=Path(path).parent)
+    except ScenarioError as err:
+        raise err.with_file(str(path)) from None
+
+
+def scenario_from_dict(data: dict, base_dir: str | Path | None = None) -> Scenario:
+    try:
+        return Scenario.model_validate(copy.deepcopy(data), context={"base_dir": str(base_dir or ".")})
+    except ValidationError as exc:
+        raise validation_error(exc, data) from None
+
+
+def validation_error(exc: ValidationError, data: Any) -> ScenarioError:
+    """The first pydantic error as a one-line ScenarioError with a dotted key path."""
+    err = exc.errors(include_url=False)[0]
+    loc = [str(p) for p in err["loc"]]
+    loc = _drop_union_tags(loc, data)
+    path = ".".join(loc) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1], data)
+        msg = "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        return ScenarioError(msg, path=path)
+    if err["type"] == "missing":
+        return ScenarioError("required key is missing", path=path)
+    return ScenarioError(msg, path=path, value=err.get("input"))
+
+
+def _drop_union_tags(loc: list[str], data: Any) -> list[str]:
+    """Pydantic puts the discriminator tag (e.g. 'collective') into locations; users never wrote it."""
+    out, node = [], data
+    for part in loc:
+        if isinstance(node, dict) and part not in node and node.get("kind") == part:
+            continue
+        if isinstance(node, dict) and part not in node and part.startswith(("function-", "list[", "str", "dict[")):
+            continue
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = None
+    return out
+
+
+def _allowed_keys(loc: list[str], data: Any = None) -> list[str]:
+    from sim.workloads import config_class
+    model: Any = Scenario
+    node = data
+    for part in loc:
+        ann = _field_model(model, part)
+        node = node.get(part) if isinstance(node, dict) else None
+        if ann is None and isinstance(node, dict):
+            ann = config_class(node.get("kind"))
+        if ann is None:
+            return []
+        model = ann
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(model.model_fields)
+    return []
+
+
+def _field_model(model: Any, part: str) -> Any:
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        return _unwrap(field.annotation)
+    return None
+
+
+def _unwrap(ann: Any) -> Any:
+    import typing
+    origin = typing.get_origin(ann)
+    if origin in (list, tuple):
+        return _unwrap(typing.get_args(ann)[0])
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(ann)[0])
+    if origin in (typing.Union, __import__("types").UnionType):
+        models = [a for a in typing.get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)]
+        return models[0] if len(models) == 1 else None
+    return ann
