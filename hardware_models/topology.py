@@ -20,6 +20,13 @@ first switch of the scale-out network. Builders (`kind`):
 Extra host pools (storage, preprocessing) attach to the top switches (`Topology.attach_points`)
 with their own NIC spec, so their traffic shares the same links.
 
+Memory and storage tiers are endpoints too, so one mechanism (max-min fair flows) shares a tier's
+bandwidth between everyone reading it: each host has a CPU/root-complex node `h{i}/cpu` joined to
+each of its devices by a host link (PCIe), and each host tier (DDR, CXL, SCM, SSD) is a node
+`h{i}/{tier}` hanging off `h{i}/cpu`; a pool host's media (disks) hang off the pool host. A tier's
+read link carries min(bandwidth, iops x granularity) - every random access moves at least one
+granule - and its write link the write bandwidth; the link latency is the tier's access latency.
+
 Routing: endpoints (devices, pool hosts) hang off one first-hop switch; switch-to-switch paths are
 all shortest paths on the switch graph (up to `max_paths`, deterministic order), cached per switch
 pair. `routes(src, dst)` returns equal-cost paths as tuples of link ids.
@@ -34,6 +41,7 @@ import networkx as nx
 import numpy as np
 from pydantic import Field, model_validator
 
+from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
 from hardware_models.spec import Spec
 from hardware_models.units import Seconds, parse_quantity
@@ -66,10 +74,16 @@ class TopologySpec(Spec):
 
 @dataclass
 class HostPool:
-    """Extra hosts (storage, preprocessing) attached to the network."""
+    """Extra hosts (storage, preprocessing) attached to the network, each with optional media."""
     name: str
     count: int
     nic: LinkSpec
+    media: list[MemoryTierSpec] = field(default_factory=list)
+
+
+def tier_read_capacity(tier: MemoryTierSpec) -> float:
+    """Bytes/s a tier serves to random accesses: bandwidth, or the access rate x one granule."""
+    return min(tier.bandwidth, tier.max_iops * tier.granularity)
 
 
 @dataclass
@@ -89,6 +103,7 @@ class Topology:
     _edge_id: dict[tuple[str, str], int] = field(default_factory=dict)
     _first_hop: dict[str, str] = field(default_factory=dict)   # endpoint -> first switch
     _host_of: dict[str, int] = field(default_factory=dict)
+    _parent: dict[str, str] = field(default_factory=dict)      # tier/media node -> node it hangs off
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
 
@@ -110,6 +125,16 @@ class Topology:
         """Equal-cost paths from `src` to `dst` (endpoints), each a tuple of link ids."""
         if src == dst:
             return [()]
+        if src in self._parent:
+            up = self._edge_id[(src, self._parent[src])]
+            return [(up, *p) for p in self.routes(self._parent[src], dst)]
+        if dst in self._parent:
+            down = self._edge_id[(self._parent[dst], dst)]
+            return [(*p, down) for p in self.routes(src, self._parent[dst])]
+        if (src, dst) in self._edge_id and self.link_kind[self._edge_id[(src, dst)]] == "host":
+            return [(self._edge_id[(src, dst)],)]
+        if src not in self._first_hop and src not in self._host_of or dst not in self._first_hop and dst not in self._host_of:
+            raise ValueError(f"no route from {src!r} to {dst!r}")
         hs, hd = self._host_of.get(src), self._host_of.get(dst)
         if hs is not None and hs == hd:
             nvs = f"h{hs}/nvs"
@@ -164,6 +189,17 @@ class _Builder:
         self.switches.update((a, b))
         self.duplex(a, b, capacity, "fabric", self.switch_latency_s, self.switch_latency_s)
 
+    def hang(self, node: str, parent: str, tier: MemoryTierSpec, parents: dict[str, str]) -> None:
+        """A tier/media node below `parent`: read link tier->parent, write link parent->tier."""
+        parents[node] = parent
+        for u, v, cap in ((node, parent, tier_read_capacity(tier)), (parent, node, tier.write_bandwidth_bytes_per_s)):
+            self.g.add_edge(u, v, capacity=cap, latency=tier.latency, kind="memory", id=len(self.src))
+            self.src.append(u)
+            self.dst.append(v)
+            self.kind.append("memory")
+            self.cap.append(cap)
+            self.lat.append(tier.latency)
+
     def endpoint(self, node: str, switch: str, nic: LinkSpec) -> None:
         """A NIC: the endpoint's egress pays the NIC latency, the switch's egress one hop."""
         self.switches.add(switch)
@@ -172,17 +208,25 @@ class _Builder:
 
 
 def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: LinkSpec,
-                   scale_up: LinkSpec, pools: list[HostPool] | None = None) -> Topology:
-    """Build the cluster's graph: hosts with scale-up fabrics, NICs, switches and host pools."""
+                   scale_up: LinkSpec, pools: list[HostPool] | None = None,
+                   host_link: LinkSpec | None = None, host_tiers: list[MemoryTierSpec] | None = None) -> Topology:
+    """Build the cluster's graph: hosts with scale-up fabrics, host links and tiers, NICs, switches
+    and host pools."""
     b = _Builder(spec.switch_latency)
     hosts: list[list[str]] = []
     host_of: dict[str, int] = {}
+    parents: dict[str, str] = {}
     for h in range(nodes):
-        nvs = f"h{h}/nvs"
+        nvs, cpu = f"h{h}/nvs", f"h{h}/cpu"
         devs = [f"h{h}/g{j}" for j in range(gpus_per_node)]
+        host_of[cpu] = h
         for d in devs:
             b.duplex(d, nvs, scale_up.achieved_bytes_per_s, "scale_up", scale_up.latency, 0.0)
+            if host_link is not None:
+                b.duplex(cpu, d, host_link.achieved_bytes_per_s, "host", host_link.latency, host_link.latency)
             host_of[d] = h
+        for tier in host_tiers or []:
+            b.hang(f"h{h}/{tier.name}", cpu, tier, parents)
         hosts.append(devs)
     attach = _BUILDERS[spec.kind](b, spec, hosts, nic)
     pool_nodes: dict[str, list[str]] = {}
@@ -190,6 +234,8 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
         names = [f"{pool.name}{k}" for k in range(pool.count)]
         for k, name in enumerate(names):
             b.endpoint(name, attach[k % len(attach)], pool.nic)
+            for medium in pool.media:
+                b.hang(f"{name}/{medium.name}", name, medium, parents)
         pool_nodes[pool.name] = names
     switch_graph = nx.Graph()
     switch_graph.add_nodes_from(sorted(b.switches))
@@ -200,7 +246,7 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
         capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
         max_paths=spec.max_paths,
         _edge_id={(u, v): i for i, (u, v) in enumerate(zip(b.src, b.dst))},
-        _first_hop=b.first_hop, _host_of=host_of, _switch_graph=switch_graph)
+        _first_hop=b.first_hop, _host_of=host_of, _parent=parents, _switch_graph=switch_graph)
     return topo
 
 

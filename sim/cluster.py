@@ -26,7 +26,7 @@ class Cluster:
     def build(cls, sim: Simulation, hardware, network_model: str = "flow",
               pools: list[HostPool] | None = None) -> "Cluster":
         topo = build_topology(hardware.topology, hardware.nodes, hardware.gpus_per_node,
-                              hardware.nic, hardware.scale_up, pools)
+                              hardware.nic, hardware.scale_up, pools, hardware.host_link, hardware.memory_tiers)
         network = make_network(network_model, sim, topo, hardware.topology.ecmp)
         hosts = [[Device(sim, node, hardware.gpu, h) for node in nodes] for h, nodes in enumerate(topo.hosts)]
         return cls(sim, hardware, topo, network, [d for devs in hosts for d in devs], hosts)
@@ -37,3 +37,10 @@ class Cluster:
 
     def nodes(self, ranks) -> list[str]:
         return [self.devices[r].node for r in ranks]
+
+    def tier_node(self, host: int, tier_name: str) -> str:
+        """The network node of a host's memory tier (reads from it are flows from this node)."""
+        return f"h{host}/{tier_name}"
+
+    def cpu_node(self, host: int) -> str:
+        return f"h{host}/cpu"

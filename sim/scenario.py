@@ -48,6 +48,8 @@ class HardwareConfig(Config):
     nodes: int = Field(1, ge=1)
     scale_up: LinkSpec = Field(default_factory=lambda: catalog.link("nvlink4"))
     nic: LinkSpec = Field(default_factory=lambda: catalog.link("cx7-400g-rdma"))
+    host_link: LinkSpec = Field(default_factory=lambda: catalog.link("pcie5-x16"),
+                                description="link between each device and its host CPU (PCIe)")
     host_cpu: DeviceSpec = Field(default_factory=lambda: catalog.device("xeon-8480"),
                                  description="one host CPU socket (preprocessing on trainers, power)")
     host_cpus: int = Field(2, ge=1, description="CPU sockets per host")
@@ -59,7 +61,7 @@ class HardwareConfig(Config):
     def _device(cls, v, info: ValidationInfo):
         return _resolve_paths("device", v, info)
 
-    @field_validator("scale_up", "nic", mode="before")
+    @field_validator("scale_up", "nic", "host_link", mode="before")
     @classmethod
     def _link(cls, v, info: ValidationInfo):
         return _resolve_paths("link", v, info)
