@@ -250,6 +250,22 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
     return topo
 
 
+def check_shape(spec: TopologySpec, nodes: int, gpus_per_node: int) -> None:
+    """Raise ValueError if the topology cannot hold `nodes` hosts of `gpus_per_node` devices."""
+    if spec.kind == "fat-tree":
+        per_leaf = spec.hosts_per_leaf or min(nodes, max(1, 16 // gpus_per_node))
+        _host_groups(nodes, per_leaf, "leaves")
+    elif spec.kind == "clos3":
+        if spec.gpus_per_tor % gpus_per_node or spec.gpus_per_pod % spec.gpus_per_tor:
+            raise ValueError(f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node "
+                             f"{gpus_per_node} and divide gpus_per_pod {spec.gpus_per_pod}")
+        _host_groups(nodes, spec.gpus_per_tor // gpus_per_node, "ToRs")
+    elif spec.kind in ("ring", "torus"):
+        dims = spec.dims or [nodes]
+        if int(np.prod(dims)) != nodes:
+            raise ValueError(f"{spec.kind} dims {dims} hold {int(np.prod(dims))} hosts, cluster has {nodes}")
+
+
 def _host_groups(n: int, size: int, what: str) -> list[range]:
     if n % size:
         raise ValueError(f"{n} hosts do not divide into {what} of {size}")

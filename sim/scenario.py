@@ -21,7 +21,7 @@ from hardware_models import catalog
 from hardware_models.gpu import DeviceSpec
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
-from hardware_models.topology import TopologySpec
+from hardware_models.topology import TopologySpec, check_shape
 from sim.errors import ScenarioError
 from sim.workloads import WorkloadConfig
 
@@ -84,6 +84,14 @@ class HardwareConfig(Config):
             if candidate.is_file():
                 v = {**v, "file": str(candidate)}
         return v
+
+    @model_validator(mode="after")
+    def _topology_shape(self) -> "HardwareConfig":
+        try:
+            check_shape(self.topology, self.nodes, self.gpus_per_node)
+        except ValueError as exc:
+            raise ScenarioError(str(exc), path="hardware.topology") from None
+        return self
 
     @property
     def num_gpus(self) -> int:

@@ -1,0 +1,133 @@
+"""The flow network: max-min fair rates, latency, per-link accounting, ECMP, contention.
+
+Every assertion is a closed form: a single flow runs at its bottleneck's rate, N flows on one link
+get 1/N each, the textbook two-bottleneck example gives the textbook rates, bytes are conserved.
+"""
+import numpy as np
+import pytest
+
+from sim.network import max_min_rates
+from tests.conftest import make_cluster
+
+
+def run_flows(cluster, flows):
+    """Start all flows at t=0, run to completion, return each flow's finish time."""
+    sim, net = cluster.sim, cluster.network
+    finish = {}
+
+    def one(i, s, d, b):
+        yield net.transfer(s, d, b)
+        finish[i] = sim.now
+
+    procs = [sim.process(one(i, *f)) for i, f in enumerate(flows)]
+    sim.env.run(until=sim.all_of(procs))
+    return [finish[i] for i in range(len(flows))]
+
+
+def path_latency(cluster, src, dst):
+    topo = cluster.topology
+    return topo.path_latency_s(topo.routes(src, dst)[0])
+
+
+def test_single_flow_runs_at_bottleneck_rate_plus_latency():
+    c = make_cluster(nodes=2)
+    src, dst = c.devices[0].node, c.devices[1].node
+    nbytes = 1e9
+    (t,) = run_flows(c, [(src, dst, nbytes)])
+    nic_rate = c.hardware.nic.achieved_bytes_per_s
+    assert t == pytest.approx(path_latency(c, src, dst) + nbytes / nic_rate, rel=1e-9)
+
+
+def test_n_flows_on_one_link_get_one_nth_each():
+    c = make_cluster(nodes=5)
+    dst = c.devices[0].node
+    n, nbytes = 4, 1e9
+    times = run_flows(c, [(c.devices[i].node, dst, nbytes) for i in range(1, n + 1)])
+    rate = c.hardware.nic.achieved_bytes_per_s
+    expected = path_latency(c, c.devices[1].node, dst) + n * nbytes / rate     # each at rate/n
+    assert times == pytest.approx([expected] * n, rel=1e-9)
+
+
+def test_textbook_max_min_with_two_bottlenecks():
+    # links: A cap 10 (flows 0,1,2), B cap 4 (flows 2,3). B's fair share 2 freezes flows 2,3;
+    # A's remaining 8 goes to flows 0 and 1: rates 4, 4, 2, 2.
+    capacity = np.array([10.0, 4.0])
+    paths = [np.array([0]), np.array([0]), np.array([0, 1]), np.array([1])]
+    assert max_min_rates(paths, capacity) == pytest.approx([4, 4, 2, 2])
+    # chain: flow 0 crosses links 0,1,2 (cap 1 each), flows 1,2,3 one link each -> all 0.5
+    paths = [np.array([0, 1, 2]), np.array([0]), np.array([1]), np.array([2])]
+    assert max_min_rates(paths, np.ones(3)) == pytest.approx([0.5] * 4)
+    # unequal: link0 cap 1 (f0, f1), link1 cap 2 (f0, f2) -> f0=f1=0.5, f2=1.5
+    paths = [np.array([0, 1]), np.array([0]), np.array([1])]
+    assert max_min_rates(paths, np.array([1.0, 2.0])) == pytest.approx([0.5, 0.5, 1.5])
+
+
+def test_rates_never_exceed_capacity_and_every_flow_has_a_saturated_bottleneck():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        n_links, n_flows = rng.integers(2, 12), rng.integers(1, 30)
+        capacity = rng.uniform(1, 10, n_links)
+        paths = [rng.choice(n_links, size=rng.integers(1, n_links + 1), replace=False) for _ in range(n_flows)]
+        rates = max_min_rates(paths, capacity)
+        load = np.zeros(n_links)
+        for p, r in zip(paths, rates):
+            load[p] += r
+        assert (load <= capacity * (1 + 1e-9)).all()
+        for p, r in zip(paths, rates):       # max-min: some link of the flow is full and r is its max rate
+            full = [l for l in p if load[l] >= capacity[l] * (1 - 1e-9)]
+            assert any(r >= max(rates[i] for i, q in enumerate(paths) if l in q) * (1 - 1e-9) for l in full)
+
+
+def test_bytes_delivered_equal_bytes_sent_per_link_and_in_total():
+    c = make_cluster(nodes=4, gpus_per_node=2)
+    flows = [(c.devices[i].node, c.devices[j].node, 1e8 * (1 + i + j)) for i in range(8) for j in range(8) if i != j]
+    run_flows(c, flows)
+    net, topo = c.network, c.topology
+    assert net.bytes_delivered == pytest.approx(net.bytes_sent)
+    expected = np.zeros(topo.num_links)
+    for s, d, b in flows:
+        paths = topo.routes(s, d)
+        for p in paths:
+            expected[list(p)] += b / len(paths)
+    assert net.link_bytes == pytest.approx(expected, rel=1e-6)
+    # utilisation never above 1: bytes <= capacity x busy time
+    assert (net.link_bytes <= topo.capacity * net.link_busy_s * (1 + 1e-9) + 1).all()
+
+
+def test_flows_starting_later_share_fairly_from_then_on():
+    c = make_cluster(nodes=3)
+    net, sim = c.network, c.sim
+    a, b, dst = c.devices[0].node, c.devices[1].node, c.devices[2].node
+    rate = c.hardware.nic.achieved_bytes_per_s
+    lat = path_latency(c, a, dst)
+    done = {}
+
+    def first():
+        yield net.transfer(a, dst, 2e9)
+        done["a"] = sim.now
+
+    def second():
+        yield sim.timeout(0.01)
+        yield net.transfer(b, dst, 1e9)
+        done["b"] = sim.now
+
+    sim.env.run(until=sim.all_of([sim.process(first()), sim.process(second())]))
+    t_join = 0.01 + lat                    # b starts sending here; a has sent rate*(t_join - lat)
+    a_left = 2e9 - rate * (t_join - lat)
+    # both at rate/2 until b's 1e9 is done, then a alone
+    t_b = t_join + 1e9 / (rate / 2)
+    assert done["b"] == pytest.approx(t_b, rel=1e-9)
+    assert done["a"] == pytest.approx(t_b + (a_left - 1e9) / rate, rel=1e-9)
+
+
+def test_ecmp_even_split_uses_all_spines_and_hash_uses_one():
+    even = make_cluster(nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4})
+    src, dst = even.devices[0].node, even.devices[3].node
+    run_flows(even, [(src, dst, 4e9)])
+    topo = even.topology
+    up = [topo.link_id("leaf0", f"spine{s}") for s in range(4)]
+    assert even.network.link_bytes[up] == pytest.approx([1e9] * 4)
+    hashed = make_cluster(nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4, "ecmp": "hash"})
+    run_flows(hashed, [(src, dst, 4e9)])
+    used = hashed.network.link_bytes[up]
+    assert sorted(used) == pytest.approx([0, 0, 0, 4e9])
