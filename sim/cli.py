@@ -61,9 +61,25 @@ def cmd_run(args) -> int:
     rows += [("sim_time_s", _fmt("sim_time_s", result.sim_time_s)), ("wall_s", f"{result.wall_s:.3f} s"),
              ("events", str(result.events))]
     _table(f"{scenario.name} ({scenario.workload.kind})", rows)
+    if args.links:
+        _links_table(result.links, args.links)
     if args.out:
         print(f"results written to {args.out}")
     return 0
+
+
+def _links_table(links, top: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hardware_models.units import format_bytes, format_rate, format_seconds
+    table = Table(title=f"busiest {top} links", header_style="bold")
+    for col in ("link", "kind", "capacity", "bytes", "busy", "utilisation"):
+        table.add_column(col, justify="left" if col in ("link", "kind") else "right")
+    for row in links.sort_values(["utilisation", "link"], ascending=[False, True]).head(top).itertuples():
+        table.add_row(row.link, row.kind, format_rate(row.capacity_bytes_per_s), format_bytes(row.bytes),
+                      format_seconds(row.busy_s), f"{row.utilisation:.1%}")
+    Console().print(table)
 
 
 def cmd_check(args) -> int:
@@ -105,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
     r.add_argument("--out", help="directory for summary.json, events, trace and plots")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    r.add_argument("--links", type=int, default=0, metavar="N", help="also print the N busiest links")
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("check", help="validate a scenario without running it")
     c.add_argument("scenario")
