@@ -1,22 +1,27 @@
 """Network backends: how bytes move between endpoints of a Topology.
 
-Both backends offer the same interface (`transfer`, `transfer_many`, `link_table`):
+Both backends offer the same interface:
+- `transfer(src, dst, nbytes)` -> a SimPy process that ends when the bytes are delivered;
+- `transfer_many([(src, dst, nbytes), ...])` -> one SimPy event that fires when all are delivered
+  (a bulk path: no Python process or object per flow, so a step of a 1,024-GPU all-to-all with a
+  million flows stays cheap);
+- `link_table()` -> per-link bytes carried, busy time and utilisation.
 
-- `FlowNetwork` (scenario `network_model: flow`, the default): every transfer is a flow routed over
-  the topology's directed links. Flow rates are max-min fair over all active flows on all links
-  (exact progressive filling, `max_min_rates`), recomputed whenever flows start or finish; flows
-  that start or end at the same instant are handled in one recomputation. A flow first waits the
-  latency of its path (sum of per-hop and NIC latencies), then sends. ECMP: `even` splits a flow
-  into equal sub-flows over all equal-cost paths; `hash` picks one path per flow from a seeded
-  random substream (what real switches do).
-- `AnalyticalNetwork` (`network_model: analytical`): alpha-beta, no contention: a transfer takes
-  path latency + bytes / bottleneck capacity. For very large scale.
+`FlowNetwork` (scenario `network_model: flow`, the default): every transfer is a flow routed over
+the topology's directed links. Flow rates are max-min fair over all active flows on all links
+(exact progressive filling, `max_min_fair`), recomputed whenever flows start or finish; flows that
+start or finish at the same instant are handled by one recomputation. A flow first waits the
+latency of its path (per-hop and NIC latencies), then sends. ECMP `even` splits a flow into equal
+sub-flows over the equal-cost paths (fat-tree spines are aggregated for this, which is exact);
+`hash` picks one path per flow from a seeded substream, as switches do.
 
-Per-link accounting (bytes carried, busy time) is kept by both and returned by `link_table()`.
+`AnalyticalNetwork` (`network_model: analytical`): alpha-beta without contention: a transfer takes
+path latency + bytes / bottleneck capacity. For very large scale.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -27,32 +32,30 @@ from sim.engine import Simulation
 
 _DONE_BYTES = 1e-3        # a sub-flow with fewer bytes left than this is complete
 _REL_TOL = 1e-9
+_SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 
 
-def incidence(paths: list[np.ndarray]) -> tuple[np.ndarray, sp.csr_matrix]:
-    """The links the flows use (sorted ids) and the (used links x flows) 0/1 incidence matrix."""
-    n = len(paths)
-    lengths = np.fromiter((len(p) for p in paths), dtype=np.int64, count=n)
-    flat = np.concatenate(paths).astype(np.int64) if lengths.sum() else np.zeros(0, dtype=np.int64)
-    used, rows = np.unique(flat, return_inverse=True)
-    matrix = sp.csr_matrix((np.ones(len(flat)), (rows, np.repeat(np.arange(n), lengths))),
-                           shape=(len(used), n))
-    return used, matrix
+def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int) -> sp.csr_matrix:
+    """(links x flows) 0/1 incidence from flows given as concatenated link ids and path lengths."""
+    n = len(lengths)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    flows_by_links = sp.csr_matrix((np.ones(len(flat_links)), flat_links, indptr), shape=(n, num_links))
+    return flows_by_links.T.tocsr()
 
 
 def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rates by progressive filling (exact).
 
-    `matrix` is the (links x flows) incidence, `capacity` the capacity of those links. Repeatedly,
-    the link with the smallest fair share (remaining capacity / unfrozen flows on it) is a
-    bottleneck: its unfrozen flows are frozen at that share and their rate leaves their links.
-    Flows that cross no link are unconstrained (rate inf).
+    `matrix` is the (links x flows) incidence, `capacity` the links' capacities. Repeatedly, the
+    link with the smallest fair share (remaining capacity / unfrozen flows on it) is a bottleneck:
+    its unfrozen flows are frozen at that share and their rate leaves their links. Flows that cross
+    no link are unconstrained (rate inf).
     """
     n_links, n = matrix.shape
     transpose = matrix.T.tocsr()
     remaining = capacity.astype(float).copy()
     rate = np.full(n, np.inf)
-    frozen = np.asarray(transpose.sum(axis=1)).ravel() == 0
+    frozen = np.diff(transpose.indptr) == 0
     while not frozen.all():
         counts = matrix @ (~frozen).astype(float)
         active = counts > 0.5
@@ -67,16 +70,41 @@ def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
     return rate
 
 
-def max_min_rates(paths: list[np.ndarray], capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of flows given as link-id arrays over links of `capacity`."""
-    if not paths:
+def max_min_rates(paths: list, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates of flows given as link-id sequences over links of `capacity`."""
+    if not len(paths):
         return np.zeros(0)
-    used, matrix = incidence(paths)
-    return max_min_fair(matrix, capacity[used])
+    lengths = np.array([len(p) for p in paths], dtype=np.int64)
+    flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in paths]) if lengths.sum() else np.zeros(0, np.int64)
+    return max_min_fair(flow_matrix(lengths, flat, len(capacity)), capacity)
+
+
+@dataclass
+class _Routed:
+    """A batch of flows expanded into sub-flows (one per ECMP path) as flat arrays."""
+    flat: np.ndarray          # link ids of all sub-flows, concatenated
+    lengths: np.ndarray       # links per sub-flow
+    nbytes: np.ndarray        # bytes per sub-flow
+    flow: np.ndarray          # index of the owning flow in the batch, per sub-flow
+    latency: np.ndarray       # path latency per sub-flow
+
+
+@dataclass
+class _Group:
+    """One transfer call: its flows, completion event and bookkeeping for spans."""
+    event: object
+    srcs: list
+    dsts: list
+    nbytes: np.ndarray
+    name: str
+    track: str | None
+    start_s: float
+    open_subflows: int
+    finish_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 class Network:
-    """Shared parts of both backends: routing choice, link accounting, transfer helpers."""
+    """Shared parts of both backends: routing, link accounting, spans."""
 
     def __init__(self, sim: Simulation, topology: Topology, ecmp: str = "even") -> None:
         self.sim = sim
@@ -87,12 +115,39 @@ class Network:
         self.bytes_sent = 0.0
         self.bytes_delivered = 0.0
         self.flows_started = 0
+        self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], np.ndarray]] = {}
 
+    # ---- routing -------------------------------------------------------------------------
     def paths_for(self, src: str, dst: str) -> list[tuple[int, ...]]:
+        """The paths a flow from src to dst uses (all equal-cost paths, or one hashed path)."""
         paths = self.topology.routes(src, dst)
         if self.ecmp == "hash" and len(paths) > 1:
             return [paths[int(self.sim.rng("ecmp").integers(len(paths)))]]
         return paths
+
+    def _route(self, flows) -> _Routed:
+        flat, lengths, nbytes, owner, latency = [], [], [], [], []
+        topo = self.topology
+        for i, (s, d, b) in enumerate(flows):
+            key = (s, d)
+            cached = self._route_cache.get(key)
+            if cached is None or self.ecmp == "hash":
+                paths = tuple(p for p in self.paths_for(s, d))
+                lat = np.array([topo.path_latency_s(p) for p in paths])
+                cached = (paths, lat)
+                if self.ecmp != "hash":
+                    self._route_cache[key] = cached
+            paths, lat = cached
+            share = float(b) / len(paths)
+            for p, l in zip(paths, lat):
+                flat.extend(p)
+                lengths.append(len(p))
+                nbytes.append(share)
+                owner.append(i)
+                latency.append(l)
+        return _Routed(np.asarray(flat, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
+                       np.asarray(nbytes, dtype=float), np.asarray(owner, dtype=np.int64),
+                       np.asarray(latency, dtype=float))
 
     def estimate_time_s(self, src: str, dst: str, nbytes: float) -> float:
         """Uncontended time of one transfer (alpha-beta on the path), for planners and heuristics."""
@@ -103,22 +158,56 @@ class Network:
         return max(self.topology.path_latency_s(p) + share / self.topology.capacity[list(p)].min()
                    for p in paths)
 
+    # ---- transfers -----------------------------------------------------------------------
     def transfer(self, src: str, dst: str, nbytes: float, name: str = "transfer", track: str | None = None):
         """Move `nbytes` from `src` to `dst`; returns a SimPy process that ends on delivery."""
-        self.flows_started += 1
-        self.bytes_sent += nbytes
-        return self.sim.process(self._transfer(src, dst, float(nbytes), name, track))
+        event = self.transfer_many([(src, dst, nbytes)], name=name, track=track)
 
-    def transfer_many(self, flows, name: str = "transfer"):
+        def wait():
+            yield event
+        return self.sim.process(wait())
+
+    def transfer_many(self, flows, name: str = "transfer", track: str | None = None):
         """Start all `(src, dst, nbytes)` flows now; returns an event that fires when all are done."""
-        return self.sim.all_of([self.transfer(s, d, b, name) for s, d, b in flows])
+        flows = list(flows)
+        event = self.sim.env.event()
+        nbytes = np.array([float(b) for _, _, b in flows]) if flows else np.zeros(0)
+        self.flows_started += len(flows)
+        self.bytes_sent += float(nbytes.sum())
+        group = _Group(event, [s for s, _, _ in flows], [d for _, d, _ in flows], nbytes, name, track,
+                       self.sim.now, 0, np.full(len(flows), self.sim.now))
+        if not flows:
+            event.succeed()
+            return event
+        self._start(group, self._route(flows))
+        return event
 
-    def _transfer(self, src, dst, nbytes, name, track):
+    def _start(self, group: _Group, routed: _Routed) -> None:
         raise NotImplementedError
 
-    def _record(self, src, dst, nbytes, name, track, start, paths):
-        kind = self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
-        self.sim.span(src, track or kind, f"{name} ->{dst}", start, nbytes=nbytes, category="comm")
+    def _complete(self, group: _Group) -> None:
+        self.bytes_delivered += float(group.nbytes.sum())
+        self._record(group)
+        group.event.succeed()
+
+    def _record(self, group: _Group) -> None:
+        track = group.track
+        if len(group.srcs) <= _SPANS_PER_FLOW_MAX:
+            for s, d, b, end in zip(group.srcs, group.dsts, group.nbytes, group.finish_s):
+                tr = track or self._first_link_kind(s, d)
+                self.sim.span(s, tr, f"{group.name} ->{d}", group.start_s, float(end), nbytes=float(b), category="comm")
+            return
+        per_src: dict[str, float] = {}
+        for s, b in zip(group.srcs, group.nbytes):
+            per_src[s] = per_src.get(s, 0.0) + float(b)
+        end = float(group.finish_s.max())
+        for s, b in per_src.items():
+            self.sim.span(s, track or "nic", f"{group.name} ({len(group.srcs)} flows)", group.start_s, end,
+                          nbytes=b, category="comm")
+
+    def _first_link_kind(self, src: str, dst: str) -> str:
+        paths = self._route_cache.get((src, dst), (self.topology.routes(src, dst), None))[0]
+        return self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
 
     def link_table(self, elapsed_s: float | None = None) -> pd.DataFrame:
         """Per-link bytes, busy time and utilisation (bytes / (capacity x elapsed))."""
@@ -136,37 +225,24 @@ class Network:
 
 
 class AnalyticalNetwork(Network):
-    """Alpha-beta transfers without contention."""
+    """Alpha-beta transfers without contention: latency + bytes / bottleneck capacity per path."""
 
-    def _transfer(self, src, dst, nbytes, name, track):
-        start = self.sim.now
-        paths = self.paths_for(src, dst)
-        share = nbytes / len(paths)
-        duration = 0.0
-        for p in paths:
-            if not p:
-                continue
-            idx = list(p)
-            t_bw = share / self.topology.capacity[idx].min()
-            duration = max(duration, self.topology.path_latency_s(p) + t_bw)
-            self.link_bytes[idx] += share
-            self.link_busy_s[idx] += t_bw
-        yield self.sim.timeout(duration)
-        self.bytes_delivered += nbytes
-        self._record(src, dst, nbytes, name, track, start, paths)
-
-
-@dataclass
-class _Flow:
-    src: str
-    dst: str
-    nbytes: float
-    name: str
-    track: str | None
-    start_s: float
-    paths: list
-    open_subflows: int
-    done: object          # simpy Event
+    def _start(self, group: _Group, routed: _Routed) -> None:
+        starts = np.concatenate([[0], np.cumsum(routed.lengths)])
+        bottleneck = np.full(len(routed.lengths), np.inf)
+        nonempty = routed.lengths > 0
+        if nonempty.any():
+            bottleneck[nonempty] = np.minimum.reduceat(self.topology.capacity[routed.flat], starts[:-1][nonempty])
+        t_bw = np.where(nonempty, routed.nbytes / bottleneck, 0.0)
+        per_sub = routed.latency + t_bw
+        link_of = routed.flat
+        np.add.at(self.link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))
+        np.add.at(self.link_busy_s, link_of, np.repeat(t_bw, routed.lengths))
+        finish = np.zeros(len(group.srcs))
+        np.maximum.at(finish, routed.flow, per_sub)
+        group.finish_s = group.start_s + finish
+        done = self.sim.timeout(float(finish.max()))
+        done.callbacks.append(lambda _e: self._complete(group))
 
 
 class FlowNetwork(Network):
@@ -174,43 +250,49 @@ class FlowNetwork(Network):
 
     def __init__(self, sim: Simulation, topology: Topology, ecmp: str = "even") -> None:
         super().__init__(sim, topology, ecmp)
-        self._paths: list[np.ndarray] = []     # active sub-flows: link ids
+        n_links = topology.num_links
+        self._capacity = topology.capacity
+        self._num_links = n_links
+        # active sub-flows as flat arrays
+        self._flat = np.zeros(0, dtype=np.int64)
+        self._lengths = np.zeros(0, dtype=np.int64)
         self._remaining = np.zeros(0)
         self._rate = np.zeros(0)
-        self._owner: list[_Flow] = []
-        self._pending: list[tuple[_Flow, np.ndarray, float]] = []
-        self._matrix = None                    # links x sub-flows incidence of the active set
+        self._group = np.zeros(0, dtype=np.int64)      # owning group id
+        self._flow = np.zeros(0, dtype=np.int64)       # flow index within the group
+        self._groups: dict[int, _Group] = {}
+        self._arrivals: list[tuple[float, int, int, _Routed]] = []   # (time, seq, group id, sub-flows)
+        self._matrix = None
+        self._used = np.zeros(n_links, dtype=bool)
         self._last_s = 0.0
         self._generation = 0
+        self._seq = 0
         self._kick_scheduled = False
         self.recomputations = 0
         self.peak_active_subflows = 0
 
-    # ---- public ---------------------------------------------------------------------------
     @property
     def active_flows(self) -> int:
-        return len(self._paths)
+        return len(self._lengths)
 
-    def _transfer(self, src, dst, nbytes, name, track):
-        start = self.sim.now
-        paths = self.paths_for(src, dst)
-        latency = max((self.topology.path_latency_s(p) for p in paths), default=0.0)
-        if latency > 0:
-            yield self.sim.timeout(latency)
-        real_paths = [p for p in paths if p]
-        if nbytes > 0 and real_paths:
-            flow = _Flow(src, dst, nbytes, name, track, start, paths, len(real_paths), self.sim.env.event())
-            share = nbytes / len(real_paths)
-            for p in real_paths:
-                self._pending.append((flow, np.asarray(p, dtype=np.int64), share))
-            self._kick()
-            yield flow.done
-        self.bytes_delivered += nbytes
-        self._record(src, dst, nbytes, name, track, start, paths)
-
-    # ---- event handling ---------------------------------------------------------------------
-    def _kick(self) -> None:
-        if not self._kick_scheduled:
+    # ---- admission ------------------------------------------------------------------------
+    def _start(self, group: _Group, routed: _Routed) -> None:
+        gid = self.sim.next_id("flow-group")
+        self._groups[gid] = group
+        real = (routed.lengths > 0) & (routed.nbytes > 0)
+        group.open_subflows = int(real.sum())
+        # sub-flows that cross no link (src == dst) or carry no bytes finish after their latency
+        if group.open_subflows == 0:
+            delay = float(routed.latency.max()) if len(routed.latency) else 0.0
+            group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
+            self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid))
+            return
+        routed = _select(routed, real)
+        for latency in np.unique(routed.latency):
+            part = _select(routed, routed.latency == latency)
+            self._seq += 1
+            heapq.heappush(self._arrivals, (self.sim.now + float(latency), self._seq, gid, part))
+        if not self._kick_scheduled:          # one update per instant, however many transfers start
             self._kick_scheduled = True
             self.sim.timeout(0).callbacks.append(self._on_kick)
 
@@ -222,24 +304,11 @@ class FlowNetwork(Network):
         if generation == self._generation:
             self._update()
 
+    # ---- the core loop: advance, finish, admit, recompute, schedule -----------------------
     def _update(self) -> None:
         self._advance()
-        finished = self._remaining <= _DONE_BYTES
-        if finished.any():
-            keep = ~finished
-            for i in np.flatnonzero(finished):
-                flow = self._owner[i]
-                flow.open_subflows -= 1
-                if flow.open_subflows == 0:
-                    flow.done.succeed()
-            self._paths = [p for p, k in zip(self._paths, keep) if k]
-            self._owner = [o for o, k in zip(self._owner, keep) if k]
-            self._remaining = self._remaining[keep]
-        if self._pending:
-            self._paths.extend(p for _, p, _ in self._pending)
-            self._owner.extend(f for f, _, _ in self._pending)
-            self._remaining = np.concatenate([self._remaining, [b for _, _, b in self._pending]])
-            self._pending.clear()
+        self._finish_done()
+        self._admit_due()
         self._recompute()
         self._schedule()
 
@@ -247,35 +316,80 @@ class FlowNetwork(Network):
         now = self.sim.now
         dt = now - self._last_s
         self._last_s = now
-        if dt <= 0 or not self._paths:
+        if dt <= 0 or not len(self._lengths):
             return
         moved = self._rate * dt
         self._remaining = np.maximum(self._remaining - moved, 0.0)
-        per_link = self._matrix @ moved
-        used = self._used_links
-        self.link_bytes[used] += per_link
-        self.link_busy_s[used] += dt
+        self.link_bytes += self._matrix @ moved
+        self.link_busy_s[self._used] += dt
+
+    def _finish_done(self) -> None:
+        finished = self._remaining <= _DONE_BYTES
+        if not finished.any():
+            return
+        now = self.sim.now
+        gids, counts = np.unique(self._group[finished], return_counts=True)
+        for gid, flow in zip(self._group[finished], self._flow[finished]):
+            self._groups[int(gid)].finish_s[flow] = now
+        keep = ~finished
+        self._flat = self._flat[np.repeat(keep, self._lengths)]
+        self._lengths = self._lengths[keep]
+        self._remaining = self._remaining[keep]
+        self._group = self._group[keep]
+        self._flow = self._flow[keep]
+        for gid, count in zip(gids, counts):
+            group = self._groups[int(gid)]
+            group.open_subflows -= int(count)
+            if group.open_subflows == 0:
+                self._finish_group(int(gid))
+
+    def _finish_group(self, gid: int) -> None:
+        self._complete(self._groups.pop(gid))
+
+    def _admit_due(self) -> None:
+        now = self.sim.now
+        parts = []
+        while self._arrivals and self._arrivals[0][0] <= now * (1 + 1e-15) + 1e-18:
+            _, _, gid, part = heapq.heappop(self._arrivals)
+            parts.append((gid, part))
+        if not parts:
+            return
+        self._flat = np.concatenate([self._flat] + [p.flat for _, p in parts])
+        self._lengths = np.concatenate([self._lengths] + [p.lengths for _, p in parts])
+        self._remaining = np.concatenate([self._remaining] + [p.nbytes for _, p in parts])
+        self._group = np.concatenate([self._group] + [np.full(len(p.lengths), gid) for gid, p in parts])
+        self._flow = np.concatenate([self._flow] + [p.flow for _, p in parts])
 
     def _recompute(self) -> None:
         self.recomputations += 1
-        n = len(self._paths)
+        n = len(self._lengths)
         self.peak_active_subflows = max(self.peak_active_subflows, n)
         if n == 0:
             self._rate = np.zeros(0)
             self._matrix = None
+            self._used = np.zeros(self._num_links, dtype=bool)
             return
-        self._used_links, self._matrix = incidence(self._paths)
-        self._rate = max_min_fair(self._matrix, self.topology.capacity[self._used_links])
+        self._matrix = flow_matrix(self._lengths, self._flat, self._num_links)
+        self._used = np.diff(self._matrix.indptr) > 0
+        self._rate = max_min_fair(self._matrix, self._capacity)
 
     def _schedule(self) -> None:
         self._generation += 1
-        if not self._paths:
+        candidates = []
+        if len(self._lengths):
+            with np.errstate(divide="ignore"):
+                candidates.append(float((self._remaining / self._rate).min()))
+        if self._arrivals:
+            candidates.append(self._arrivals[0][0] - self.sim.now)
+        if not candidates:
             return
-        with np.errstate(divide="ignore"):
-            times = self._remaining / self._rate
-        dt = float(times.min())
         generation = self._generation
-        self.sim.timeout(max(dt, 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
+        self.sim.timeout(max(min(candidates), 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
+
+
+def _select(routed: _Routed, mask: np.ndarray) -> _Routed:
+    return _Routed(routed.flat[np.repeat(mask, routed.lengths)], routed.lengths[mask], routed.nbytes[mask],
+                   routed.flow[mask], routed.latency[mask])
 
 
 def make_network(model: str, sim: Simulation, topology: Topology, ecmp: str = "even") -> Network:
