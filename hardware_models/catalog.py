@@ -80,6 +80,7 @@ def raw_spec(section: str, value: Any) -> dict[str, Any]:
         override = dict(value)
         base = override.pop("base", None)
         if base is None:
+            override.setdefault("name", f"inline-{section}")
             return override
         base_fields = raw_spec(section, base)
         merged = _deep_merge(base_fields, override)

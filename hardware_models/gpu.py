@@ -15,15 +15,19 @@ Kernel time is a roofline with shape-dependent efficiency:
 - Memory-bound kernels stream bytes at `memory` x bandwidth.
 
 The efficiency parameters are what calibration (validation/) replaces.
+
+A `power_cap` (W) lowers the clock by the DVFS model of hardware_models/power.py; every compute
+peak (`peak_flop_per_s`) scales with it, memory bandwidth does not.
 """
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from hardware_models.power import capped_clock_fraction
 from hardware_models.spec import PowerSpec, Spec
-from hardware_models.units import Bytes, BytesPerS, FlopPerS, Seconds
+from hardware_models.units import Bytes, BytesPerS, FlopPerS, Seconds, Watts
 
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
@@ -66,7 +70,30 @@ class DeviceSpec(Spec):
     launch_overhead: Seconds = Field(4e-6, ge=0, description="per-kernel launch/dispatch overhead, s")
     efficiency: Efficiency = Efficiency()
     power: PowerSpec = PowerSpec()
+    power_cap: Watts | None = Field(None, gt=0, description="board power limit, W: lowers the clock and the "
+                                                            "compute peaks (hardware_models/power.py)")
     source: str = ""
+
+    @model_validator(mode="after")
+    def _check_power_cap(self) -> "DeviceSpec":
+        if self.power_cap is not None:
+            if self.power.max <= 0:
+                raise ValueError("power_cap needs the device's power.max (its TDP)")
+            if self.power_cap <= self.power.idle:
+                raise ValueError(f"power_cap {self.power_cap:g} W must exceed power.idle {self.power.idle:g} W")
+        return self
+
+    @property
+    def clock_fraction(self) -> float:
+        """Fraction of the nominal clock under `power_cap` (1 without a cap)."""
+        if self.power_cap is None:
+            return 1.0
+        return capped_clock_fraction(self.power_cap, self.power.max, self.power.idle)
+
+    @property
+    def max_power_w(self) -> float:
+        """Board power at full load: the TDP, or the cap if lower."""
+        return self.power.max if self.power_cap is None else min(self.power.max, self.power_cap)
 
     # ---- cost functions -------------------------------------------------------------------
     def peak_flop_per_s(self, dtype: str) -> float:
@@ -74,7 +101,7 @@ class DeviceSpec(Spec):
         if value is None:
             supported = [d for d in DTYPE_BYTES if getattr(self.peak, d, None) is not None]
             raise ValueError(f"device {self.name!r} has no peak for dtype {dtype!r} (has: {', '.join(supported)})")
-        return value
+        return value if self.power_cap is None else value * self.clock_fraction
 
     def gemm_efficiency(self, m: float, n: float, k: float) -> float:
         h = self.efficiency.gemm_half_dim

@@ -8,6 +8,10 @@ first switch of the scale-out network. Builders (`kind`):
 - `fat-tree`: two-level leaf/spine. `hosts_per_leaf` hosts per leaf, `spines` spines, each leaf
   joined to every spine; `oversubscription` = leaf downlink capacity / leaf uplink capacity.
 - `rail-optimized`: device j of every host on rail switch j; rail switches joined by spines.
+  With `ecmp: even` the parallel spines of both are aggregated into one node of their summed
+  capacity by default (`aggregate_spines`): every leaf reaches every spine over equal links, so the
+  even split loads the k parallel links identically and one link of k x capacity carries exactly
+  the same flows at the same rates (tested against explicit spines).
 - `clos3`: three layers as in the Llama 3 cluster (REFERENCE.md): `gpus_per_tor` devices per ToR,
   `gpus_per_pod` per pod at full bisection, pods joined with `oversubscription` (default 7). Each
   layer of parallel spines is aggregated into one node per pod/core: with even ECMP splitting, k
@@ -53,6 +57,8 @@ class TopologySpec(Spec):
     kind: TopologyKind = "single-switch"
     hosts_per_leaf: int | None = Field(None, ge=1, description="fat-tree: hosts under one leaf")
     spines: int | None = Field(None, ge=1, description="fat-tree / rail-optimized: spine switches")
+    aggregate_spines: bool | None = Field(None, description="model the spines as one node of their summed "
+                                          "capacity (exact with ecmp: even; default: on for even, off for hash)")
     oversubscription: float | None = Field(None, ge=1, description="downlink / uplink capacity")
     gpus_per_tor: int = Field(16, ge=1, description="clos3: devices per ToR (Llama 3: 16)")
     gpus_per_pod: int = Field(3072, ge=1, description="clos3: devices per pod (Llama 3: 3,072)")
@@ -63,8 +69,14 @@ class TopologySpec(Spec):
     ecmp: Literal["even", "hash"] = "even"
     max_paths: int = Field(64, ge=1, description="cap on equal-cost paths per switch pair")
 
+    @property
+    def spines_aggregated(self) -> bool:
+        return self.ecmp == "even" if self.aggregate_spines is None else self.aggregate_spines
+
     @model_validator(mode="after")
     def _check_kind_fields(self) -> "TopologySpec":
+        if self.aggregate_spines and self.ecmp == "hash":
+            raise ValueError("aggregate_spines is exact only with ecmp: even")
         if self.kind == "torus" and not self.dims:
             raise ValueError("torus needs dims, e.g. [4, 4]")
         if self.kind == "graph" and not self.file:
@@ -106,6 +118,15 @@ class Topology:
     _parent: dict[str, str] = field(default_factory=dict)      # tier/media node -> node it hangs off
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
+    _router: object = None
+
+    def route_batch(self, srcs: list[str], dsts: list[str]):
+        """Routes of many pairs at once (hardware_models.routing.RoutedFlows), or None if some
+        endpoint needs the per-pair path (memory tiers, media)."""
+        if self._router is None:
+            from hardware_models.routing import BatchRouter
+            self._router = BatchRouter(self)
+        return self._router.route(srcs, dsts)
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -286,13 +307,21 @@ def _fat_tree(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
     over = spec.oversubscription or 1.0
     leaves = _host_groups(len(hosts), per_leaf, "leaves")
     uplink = per_leaf * gpn * nic.achieved_bytes_per_s / over / spines
+    names, uplink = _spine_layer(spec, spines, uplink)
     for li, group in enumerate(leaves):
         for h in group:
             for d in hosts[h]:
                 b.endpoint(d, f"leaf{li}", nic)
-        for s in range(spines):
-            b.switch_link(f"leaf{li}", f"spine{s}", uplink)
-    return [f"spine{s}" for s in range(spines)]
+        for name in names:
+            b.switch_link(f"leaf{li}", name, uplink)
+    return names
+
+
+def _spine_layer(spec: TopologySpec, spines: int, uplink: float) -> tuple[list[str], float]:
+    """Spine node names and the capacity of each leaf-spine link (aggregated or explicit)."""
+    if spec.spines_aggregated:
+        return ["spines"], uplink * spines
+    return [f"spine{s}" for s in range(spines)], uplink
 
 
 def _rail_optimized(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
@@ -300,12 +329,13 @@ def _rail_optimized(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
     spines = spec.spines or gpn
     over = spec.oversubscription or 1.0
     uplink = len(hosts) * nic.achieved_bytes_per_s / over / spines
+    names, uplink = _spine_layer(spec, spines, uplink)
     for r in range(gpn):
         for devs in hosts:
             b.endpoint(devs[r], f"rail{r}", nic)
-        for s in range(spines):
-            b.switch_link(f"rail{r}", f"spine{s}", uplink)
-    return [f"spine{s}" for s in range(spines)]
+        for name in names:
+            b.switch_link(f"rail{r}", name, uplink)
+    return names
 
 
 def _clos3(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:

@@ -35,21 +35,29 @@ _REL_TOL = 1e-9
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 
 
-def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int) -> sp.csr_matrix:
-    """(links x flows) 0/1 incidence from flows given as concatenated link ids and path lengths."""
+def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
+                weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """(links x flows) incidence from flows given as concatenated link ids and entries per flow.
+
+    An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
+    ECMP even splitting over k paths, 1/k on each path's own links (repeated links add up, so the
+    shared NIC links get 1)."""
     n = len(lengths)
     indptr = np.concatenate([[0], np.cumsum(lengths)])
-    flows_by_links = sp.csr_matrix((np.ones(len(flat_links)), flat_links, indptr), shape=(n, num_links))
+    data = np.ones(len(flat_links)) if weights is None else weights.copy()
+    flows_by_links = sp.csr_matrix((data, flat_links.copy(), indptr), shape=(n, num_links))
+    flows_by_links.sum_duplicates()       # in place: hence the copies above
     return flows_by_links.T.tocsr()
 
 
 def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rates by progressive filling (exact).
 
-    `matrix` is the (links x flows) incidence, `capacity` the links' capacities. Repeatedly, the
-    link with the smallest fair share (remaining capacity / unfrozen flows on it) is a bottleneck:
-    its unfrozen flows are frozen at that share and their rate leaves their links. Flows that cross
-    no link are unconstrained (rate inf).
+    `matrix` is the (links x flows) incidence (entries: fraction of the flow's rate on the link),
+    `capacity` the links' capacities. All unfrozen flows grow at one common rate; the link that
+    fills first (smallest remaining capacity / summed entries of its unfrozen flows) is a
+    bottleneck: its unfrozen flows are frozen at that rate and their load leaves their links.
+    Flows that cross no link are unconstrained (rate inf).
     """
     n_links, n = matrix.shape
     transpose = matrix.T.tocsr()
@@ -58,12 +66,12 @@ def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
     frozen = np.diff(transpose.indptr) == 0
     while not frozen.all():
         counts = matrix @ (~frozen).astype(float)
-        active = counts > 0.5
+        active = counts > 1e-12
         share = np.full(n_links, np.inf)
         share[active] = np.maximum(remaining[active], 0.0) / counts[active]
         level = share.min()
         bottleneck = active & (share <= level * (1 + _REL_TOL) + 1e-12)
-        newly = (transpose @ bottleneck.astype(float) > 0.5) & ~frozen
+        newly = (transpose @ bottleneck.astype(float) > 0) & ~frozen
         rate[newly] = level
         frozen |= newly
         remaining -= matrix @ np.where(newly, level, 0.0)
@@ -87,6 +95,7 @@ class _Routed:
     nbytes: np.ndarray        # bytes per sub-flow
     flow: np.ndarray          # index of the owning flow in the batch, per sub-flow
     latency: np.ndarray       # path latency per sub-flow
+    weights: np.ndarray | None = None   # per link entry: fraction of the flow on it (None: all 1)
 
 
 @dataclass
@@ -115,6 +124,9 @@ class Network:
         self.bytes_sent = 0.0
         self.bytes_delivered = 0.0
         self.flows_started = 0
+        # objects with on_links(t0, t1, link_bytes) / on_subflows(t0, t1, flat, lengths, nbytes) that
+        # see every byte moved, and when (sim/activity.py: traffic-driven power)
+        self.traffic_observers: list = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], np.ndarray]] = {}
 
     # ---- routing -------------------------------------------------------------------------
@@ -126,6 +138,24 @@ class Network:
         return paths
 
     def _route(self, flows) -> _Routed:
+        """Expand flows into sub-flows (one per equal-cost path; one hashed path with ecmp=hash)."""
+        srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
+        nbytes = np.array([float(f[2]) for f in flows])
+        batch = self.topology.route_batch(srcs, dsts) if len(flows) > 1 else None
+        if batch is None:
+            return self._route_pairs(flows)
+        routed = _Routed(batch.flat, batch.lengths, nbytes[batch.owner] * batch.share, batch.owner, batch.latency)
+        if self.ecmp == "hash":
+            counts = np.bincount(batch.owner, minlength=len(flows))
+            if (counts > 1).any():
+                first = np.cumsum(counts) - counts
+                pick = self.sim.rng("ecmp").integers(0, counts)          # one path per flow
+                keep = (np.arange(len(batch.owner)) - first[batch.owner]) == pick[batch.owner]
+                routed = _select(routed, keep)
+                routed.nbytes = nbytes[routed.flow]
+        return routed
+
+    def _route_pairs(self, flows) -> _Routed:
         flat, lengths, nbytes, owner, latency = [], [], [], [], []
         topo = self.topology
         for i, (s, d, b) in enumerate(flows):
@@ -175,7 +205,7 @@ class Network:
         self.flows_started += len(flows)
         self.bytes_sent += float(nbytes.sum())
         group = _Group(event, [s for s, _, _ in flows], [d for _, d, _ in flows], nbytes, name, track,
-                       self.sim.now, 0, np.full(len(flows), self.sim.now))
+                       self.sim.now, 0, np.full(len(flows), float(self.sim.now)))   # float: now is int 0 at start
         if not flows:
             event.succeed()
             return event
@@ -238,6 +268,9 @@ class AnalyticalNetwork(Network):
         link_of = routed.flat
         np.add.at(self.link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))
         np.add.at(self.link_busy_s, link_of, np.repeat(t_bw, routed.lengths))
+        for observer in self.traffic_observers:
+            t0 = group.start_s + routed.latency
+            observer.on_subflows(t0, t0 + t_bw, routed.flat, routed.lengths, routed.nbytes)
         finish = np.zeros(len(group.srcs))
         np.maximum.at(finish, routed.flow, per_sub)
         group.finish_s = group.start_s + finish
@@ -255,6 +288,7 @@ class FlowNetwork(Network):
         self._num_links = n_links
         # active sub-flows as flat arrays
         self._flat = np.zeros(0, dtype=np.int64)
+        self._weights = np.zeros(0)
         self._lengths = np.zeros(0, dtype=np.int64)
         self._remaining = np.zeros(0)
         self._rate = np.zeros(0)
@@ -287,7 +321,8 @@ class FlowNetwork(Network):
             group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
             self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid))
             return
-        routed = _select(routed, real)
+        routed = _merge_paths(_select(routed, real))
+        group.open_subflows = len(routed.lengths)
         for latency in np.unique(routed.latency):
             part = _select(routed, routed.latency == latency)
             self._seq += 1
@@ -320,19 +355,28 @@ class FlowNetwork(Network):
             return
         moved = self._rate * dt
         self._remaining = np.maximum(self._remaining - moved, 0.0)
-        self.link_bytes += self._matrix @ moved
+        delta = self._matrix @ moved
+        self.link_bytes += delta
         self.link_busy_s[self._used] += dt
+        for observer in self.traffic_observers:
+            observer.on_links(now - dt, now, delta)
 
     def _finish_done(self) -> None:
-        finished = self._remaining <= _DONE_BYTES
+        # done: (almost) no bytes left, or fewer than the clock can resolve at this rate (at large
+        # `now` a timer lands up to one ulp early; without this the leftover never finishes)
+        resolution = 4 * np.spacing(self.sim.now) * self._rate if len(self._rate) == len(self._remaining) else 0.0
+        finished = self._remaining <= np.maximum(_DONE_BYTES, resolution)
         if not finished.any():
             return
         now = self.sim.now
-        gids, counts = np.unique(self._group[finished], return_counts=True)
-        for gid, flow in zip(self._group[finished], self._flow[finished]):
-            self._groups[int(gid)].finish_s[flow] = now
+        done_groups, done_flows = self._group[finished], self._flow[finished]
+        gids, counts = np.unique(done_groups, return_counts=True)
+        for gid in gids:
+            self._groups[int(gid)].finish_s[done_flows[done_groups == gid]] = now
         keep = ~finished
-        self._flat = self._flat[np.repeat(keep, self._lengths)]
+        entries = np.repeat(keep, self._lengths)
+        self._flat = self._flat[entries]
+        self._weights = self._weights[entries]
         self._lengths = self._lengths[keep]
         self._remaining = self._remaining[keep]
         self._group = self._group[keep]
@@ -355,6 +399,7 @@ class FlowNetwork(Network):
         if not parts:
             return
         self._flat = np.concatenate([self._flat] + [p.flat for _, p in parts])
+        self._weights = np.concatenate([self._weights] + [p.weights for _, p in parts])
         self._lengths = np.concatenate([self._lengths] + [p.lengths for _, p in parts])
         self._remaining = np.concatenate([self._remaining] + [p.nbytes for _, p in parts])
         self._group = np.concatenate([self._group] + [np.full(len(p.lengths), gid) for gid, p in parts])
@@ -369,7 +414,7 @@ class FlowNetwork(Network):
             self._matrix = None
             self._used = np.zeros(self._num_links, dtype=bool)
             return
-        self._matrix = flow_matrix(self._lengths, self._flat, self._num_links)
+        self._matrix = flow_matrix(self._lengths, self._flat, self._num_links, self._weights)
         self._used = np.diff(self._matrix.indptr) > 0
         self._rate = max_min_fair(self._matrix, self._capacity)
 
@@ -388,8 +433,22 @@ class FlowNetwork(Network):
 
 
 def _select(routed: _Routed, mask: np.ndarray) -> _Routed:
-    return _Routed(routed.flat[np.repeat(mask, routed.lengths)], routed.lengths[mask], routed.nbytes[mask],
-                   routed.flow[mask], routed.latency[mask])
+    entries = np.repeat(mask, routed.lengths)
+    return _Routed(routed.flat[entries], routed.lengths[mask], routed.nbytes[mask], routed.flow[mask],
+                   routed.latency[mask], None if routed.weights is None else routed.weights[entries])
+
+
+def _merge_paths(routed: _Routed) -> _Routed:
+    """One flow per transfer: its ECMP sub-flows (contiguous, same owner) become one row whose link
+    entries are the fraction of the flow on each path (an evenly sprayed flow is one flow at its
+    NIC, not k flows). Latency: the slowest path's."""
+    owner = routed.flow
+    run_start = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+    nbytes = np.add.reduceat(routed.nbytes, run_start)
+    run_of = np.repeat(np.arange(len(run_start)), np.diff(np.append(run_start, len(owner))))
+    share = routed.nbytes / nbytes[run_of]
+    return _Routed(routed.flat, np.add.reduceat(routed.lengths, run_start), nbytes, owner[run_start],
+                   np.maximum.reduceat(routed.latency, run_start), np.repeat(share, routed.lengths))
 
 
 def make_network(model: str, sim: Simulation, topology: Topology, ecmp: str = "even") -> Network:

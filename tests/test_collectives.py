@@ -122,7 +122,7 @@ def test_cross_leaf_all_to_all_on_an_oversubscribed_fat_tree(oversubscription, e
     S = 4 * 2**30
     t, _ = time_collective(c, "all_to_all", S, "direct")
     assert t == pytest.approx(expected_factor * S / B, rel=0.01)
-    uplinks = [c.topology.link_id(f"leaf{l}", f"spine{s}") for l in range(2) for s in range(2)]
+    uplinks = [c.topology.link_id(f"leaf{l}", "spines") for l in range(2)]     # spines aggregated (even ECMP)
     util = c.network.link_bytes[uplinks] / (c.topology.capacity[uplinks] * t)
     assert util.max() <= 1 + 1e-9
 

@@ -121,7 +121,8 @@ def test_flows_starting_later_share_fairly_from_then_on():
 
 
 def test_ecmp_even_split_uses_all_spines_and_hash_uses_one():
-    even = make_cluster(nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4})
+    even = make_cluster(nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4,
+                                           "aggregate_spines": False})
     src, dst = even.devices[0].node, even.devices[3].node
     run_flows(even, [(src, dst, 4e9)])
     topo = even.topology
@@ -131,3 +132,53 @@ def test_ecmp_even_split_uses_all_spines_and_hash_uses_one():
     run_flows(hashed, [(src, dst, 4e9)])
     used = hashed.network.link_bytes[up]
     assert sorted(used) == pytest.approx([0, 0, 0, 4e9])
+
+
+@pytest.mark.parametrize("kind", ["fat-tree", "rail-optimized"])
+def test_aggregated_spines_give_identical_results_to_explicit_spines(kind):
+    flows_spec = [(i, j, 1e7 * (1 + (5 * i + j) % 7)) for i in range(16) for j in range(16) if i != j]
+
+    def finish_times(aggregate):
+        topo = {"kind": kind, "spines": 4, "oversubscription": 2, "aggregate_spines": aggregate}
+        if kind == "fat-tree":
+            topo["hosts_per_leaf"] = 2
+        c = make_cluster(nodes=8, gpus_per_node=2, topology=topo)
+        return run_flows(c, [(c.devices[i].node, c.devices[j].node, b) for i, j, b in flows_spec])
+
+    assert finish_times(True) == pytest.approx(finish_times(False), rel=1e-9)
+
+
+def test_batch_routing_equals_per_pair_routing():
+    c = make_cluster(nodes=8, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3})
+    topo = c.topology
+    nodes = c.nodes(range(c.num_gpus))
+    srcs = [a for a in nodes for b in nodes]
+    dsts = [b for a in nodes for b in nodes]
+    batch = topo.route_batch(srcs, dsts)
+    starts = np.concatenate([[0], np.cumsum(batch.lengths)])
+    got = {}
+    for k, owner in enumerate(batch.owner):
+        got.setdefault(owner, []).append(tuple(batch.flat[starts[k]:starts[k + 1]]))
+    for i, (s, d) in enumerate(zip(srcs, dsts)):
+        expected = topo.routes(s, d)
+        assert sorted(got[i]) == sorted(expected)
+        k = np.flatnonzero(batch.owner == i)
+        assert batch.share[k] == pytest.approx([1 / len(expected)] * len(expected))
+        assert batch.latency[k] == pytest.approx([topo.path_latency_s(p) for p in got[i]])
+
+
+def test_bulk_and_single_transfers_give_identical_times_and_link_bytes():
+    flows_spec = [(i, j, 1e7 * (1 + (3 * i + j) % 5)) for i in range(8) for j in range(8) if i != j]
+
+    def run(bulk):
+        c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2})
+        flows = [(c.devices[i].node, c.devices[j].node, b) for i, j, b in flows_spec]
+        if bulk:
+            c.sim.env.run(until=c.network.transfer_many(flows))
+        else:
+            run_flows(c, flows)
+        return c.sim.now, c.network.link_bytes.copy()
+
+    (t_bulk, bytes_bulk), (t_single, bytes_single) = run(True), run(False)
+    assert t_bulk == pytest.approx(t_single, rel=1e-12)
+    assert bytes_bulk == pytest.approx(bytes_single, rel=1e-9)
