@@ -2,8 +2,11 @@
 
     dcsim run SCENARIO.yaml [--set k=v ...] [--out DIR] [--json]
     dcsim check SCENARIO.yaml [--set k=v ...]
+    dcsim plan SCENARIO.yaml [--set k=v ...] [--json]
     dcsim schema
     dcsim hw list | dcsim hw show NAME
+    dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
+    dcsim sweep SCENARIO.yaml --grid k=v1,v2 [--zip k=v1,v2] [--workers N | --dask ADDRESS] --out DIR
 
 User errors (bad YAML, unknown keys, bad units, impossible values) print one line and exit 2.
 """
@@ -36,7 +39,7 @@ def _fmt(key: str, value) -> str:
             return format_rate(value)
         if key.endswith("_bytes") or key == "bytes":
             return format_bytes(value)
-        if key.endswith("_s"):
+        if key.endswith("_s") and not key.endswith("_per_s"):
             return format_seconds(value)
         return f"{value:.4g}"
     if isinstance(value, (list, dict)):
@@ -49,10 +52,12 @@ def cmd_run(args) -> int:
     from sim.runner import run
     from sim.scenario import load_scenario
     scenario = load_scenario(args.scenario, args.set)
-    result = run(scenario)
+    from sim.progress import progress_enabled
+    result = run(scenario, progress=progress_enabled(args.quiet or args.json))
     if args.out:
         from sim.output import write_run
-        write_run(result, args.out)
+        from sim.trace import parse_window
+        write_run(result, args.out, trace_window_s=parse_window(args.trace_window))
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
@@ -60,6 +65,8 @@ def cmd_run(args) -> int:
     rows = [(k, _fmt(k, v)) for k, v in result.metrics.items()]
     rows += [("sim_time_s", _fmt("sim_time_s", result.sim_time_s)), ("wall_s", f"{result.wall_s:.3f} s"),
              ("events", str(result.events))]
+    from sim.bottleneck import summary_rows
+    rows += summary_rows(result.bottleneck)
     _table(f"{scenario.name} ({scenario.workload.kind})", rows)
     if args.links:
         _links_table(result.links, args.links)
@@ -82,6 +89,16 @@ def _links_table(links, top: int) -> None:
     Console().print(table)
 
 
+def cmd_sweep(args) -> int:
+    from sim.sweep import sweep_command
+    return sweep_command(args)
+
+
+def cmd_validate(args) -> int:
+    from validation.harness import main as validate_main    # lazy: dcsim works without torch
+    return validate_main(args)
+
+
 def cmd_check(args) -> int:
     from sim.scenario import load_scenario
     scenario = load_scenario(args.scenario, args.set)
@@ -91,7 +108,31 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from sim.scenario import load_scenario
+    from sim.workloads.embedding import plan_report
+    report = plan_report(load_scenario(args.scenario, args.set))
+    if args.json:
+        print(json.dumps(report["summary"]))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=report["title"], show_header=True, header_style="bold")
+    for i, col in enumerate(report["columns"]):
+        table.add_column(col, justify="left" if i < 5 else "right")
+    for row in report["rows"]:
+        table.add_row(*row)
+    Console().print(table)
+    for line in report["footer"]:
+        print(line)
+    return 0
+
+
 def cmd_schema(args) -> int:
+    if args.markdown:
+        from sim.schema_doc import scenario_reference_markdown
+        print(scenario_reference_markdown(), end="")
+        return 0
     from sim.scenario import Scenario
     print(json.dumps(Scenario.model_json_schema(), indent=1))
     return 0
@@ -122,12 +163,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="directory for summary.json, events, trace and plots")
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.add_argument("--links", type=int, default=0, metavar="N", help="also print the N busiest links")
+    r.add_argument("--quiet", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
+    r.add_argument("--trace-window", metavar="START:END", help="trace.json keeps spans starting in this "
+                   "simulated-time window, e.g. 0:2ms (cap on recorded spans: --set trace_limit=N)")
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("check", help="validate a scenario without running it")
     c.add_argument("scenario")
     c.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
     c.set_defaults(func=cmd_check)
+    pl = sub.add_parser("plan", help="the embedding sharding plan of an embedding_training scenario")
+    pl.add_argument("scenario")
+    pl.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
+    pl.add_argument("--json", action="store_true", help="print the plan summary as one JSON object")
+    pl.set_defaults(func=cmd_plan)
     s = sub.add_parser("schema", help="the scenario reference (JSON schema)")
+    s.add_argument("--markdown", action="store_true", help="the reference page (docs/scenario-reference.md)")
     s.set_defaults(func=cmd_schema)
     h = sub.add_parser("hw", help="the hardware catalog")
     hs = h.add_subparsers(dest="hw_cmd", required=True)
@@ -135,6 +185,28 @@ def build_parser() -> argparse.ArgumentParser:
     show = hs.add_parser("show")
     show.add_argument("name")
     h.set_defaults(func=cmd_hw)
+    w = sub.add_parser("sweep", help="many runs over a grid of overrides (parquet/csv table, resumable)")
+    w.add_argument("scenario")
+    w.add_argument("--grid", action="append", default=[], metavar="KEY.PATH=V1,V2,...",
+                   help="swept key; several --grid multiply (cartesian product)")
+    w.add_argument("--zip", action="append", default=[], metavar="KEY.PATH=V1,V2,...",
+                   help="keys that advance together (equal lengths)")
+    w.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="fixed override")
+    w.add_argument("--workers", type=int, help="local processes (1: in this process; default: CPU count)")
+    w.add_argument("--dask", metavar="tcp://HOST:PORT", help="dask.distributed scheduler, or 'local'")
+    w.add_argument("--out", required=True, help="sweep directory (rerun into it to resume)")
+    w.add_argument("--retry-failed", action="store_true", help="rerun points that ended with an error")
+    w.add_argument("--plot", action="append", default=[], metavar="METRIC",
+                   help="write METRIC-vs-KEY.png against the first swept key")
+    w.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    w.set_defaults(func=cmd_sweep)
+    v = sub.add_parser("validate", help="measure real torch runs, calibrate on primitives, predict, compare")
+    v.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    v.add_argument("--quick", action="store_true", help="small grids (about a minute)")
+    v.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    v.add_argument("--out", help="directory for records, profiles, scenarios, report and scatter.png")
+    v.add_argument("--compare", metavar="RECORDS", help="records file/folder measured elsewhere: compare, no measuring")
+    v.set_defaults(func=cmd_validate)
     return p
 
 

@@ -41,9 +41,14 @@ class Recorder:
     limit: int | None = None
     rows: list[tuple] = field(default_factory=list)
     dropped: int = 0
+    # callables(component, track, category, start_s, end_s, units) that see every span, kept or
+    # dropped, so activity accounting (sim/activity.py) stays exact past `limit`
+    observers: list = field(default_factory=list)
 
     def span(self, component: str, track: str, name: str, start_s: float, end_s: float,
-             nbytes: float = 0.0, flop: float = 0.0, category: str = "") -> None:
+             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+        for observe in self.observers:
+            observe(component, track, category, start_s, end_s, units)
         if self.limit is not None and len(self.rows) >= self.limit:
             self.dropped += 1
             return
@@ -80,9 +85,10 @@ class Simulation:
         return next(self._counters[kind])
 
     def span(self, component: str, track: str, name: str, start_s: float, end_s: float | None = None,
-             nbytes: float = 0.0, flop: float = 0.0, category: str = "") -> None:
+             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+        """Record activity; `units` = parallel resources it occupies (e.g. CPU cores), for accounting."""
         self.recorder.span(component, track, name, start_s, self.env.now if end_s is None else end_s,
-                           nbytes, flop, category)
+                           nbytes, flop, category, units)
 
     def process(self, generator):
         return self.env.process(generator)

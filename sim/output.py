@@ -1,5 +1,6 @@
 """Writing a run's results to a directory: summary.json, scenario.resolved.yaml, events.parquet,
-links.csv, trace.json and PNG plots. Every file is written atomically (temp file + rename) and only
+links.csv, trace.json and PNG plots (sim/plots.py `run_plots`: timeline, utilisation, tier bytes,
+links, topology and the workload's own plots); summary.json carries the bottleneck report. Every file is written atomically (temp file + rename) and only
 inside the directory given.
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sim import plots
+from sim.energy_plots import power_over_time
 from sim.runner import RunResult, resolved_yaml
 from sim.trace import chrome_trace
 
@@ -38,8 +40,10 @@ def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2))
 
 
-def write_run(result: RunResult, out_dir: str | Path) -> list[Path]:
-    """Write all result files of one run into `out_dir`; returns the paths written."""
+def write_run(result: RunResult, out_dir: str | Path,
+              trace_window_s: tuple[float, float] | None = None) -> list[Path]:
+    """Write all result files of one run into `out_dir`; returns the paths written. The trace keeps
+    the spans starting inside `trace_window_s` (default: all recorded spans)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -56,11 +60,12 @@ def write_run(result: RunResult, out_dir: str | Path) -> list[Path]:
         spans.to_parquet(tmp, index=False)
     with atomic_path(target("links.csv")) as tmp:
         result.links.to_csv(tmp, index=False)
-    write_json(target("trace.json"), chrome_trace(spans))
-    with atomic_path(target("timeline.png")) as tmp:
-        plots.timeline(spans, title=f"{result.scenario.name}: timeline", path=str(tmp) + ".png")
-        os.replace(str(tmp) + ".png", tmp)
-    with atomic_path(target("links.png")) as tmp:
-        plots.link_utilisation(result.links, title=f"{result.scenario.name}: busiest links", path=str(tmp) + ".png")
-        os.replace(str(tmp) + ".png", tmp)
+    write_json(target("trace.json"), chrome_trace(spans, window_s=trace_window_s,
+                                                  metadata={"scenario": result.scenario.name}))
+    for name, draw in plots.run_plots(result):
+        with atomic_path(target(f"{name}.png")) as tmp:
+            draw(path=tmp)
+    if result.power is not None:                    # sim/energy.py: cluster power over time
+        with atomic_path(target("power.png")) as tmp:
+            power_over_time(result.power, title=f"{result.scenario.name}: cluster power", path=tmp)
     return written

@@ -4,7 +4,8 @@
 
     from sim import load_scenario, run
     result = run(load_scenario("scenarios/allreduce-2x8-h100.yaml"))
-    result.metrics["busbw_bytes_per_s"], result.events (DataFrame of spans), result.links
+    result.metrics["busbw_bytes_per_s"], result.spans (DataFrame of spans), result.links
+    result.plot.timeline(), result.bottleneck          # sim/plots.py, sim/bottleneck.py
 
 `RunResult.summary()` is the contract JSON object of DESIGN.md.
 """
@@ -24,7 +25,9 @@ import pandas as pd
 import yaml
 
 from sim.cluster import Cluster
+from sim.energy import EnergyMeter, PowerReport
 from sim.engine import Simulation
+from sim.progress import drive
 from sim.errors import ScenarioError
 from sim.scenario import Scenario
 from sim.workloads import module_for
@@ -72,6 +75,7 @@ class RunResult:
     events: int
     sim: Simulation = field(repr=False)
     cluster: Cluster = field(repr=False)
+    power: PowerReport | None = field(default=None, repr=False)     # sim/energy.py: power over time
 
     @cached_property
     def spans(self) -> pd.DataFrame:
@@ -82,6 +86,19 @@ class RunResult:
     def links(self) -> pd.DataFrame:
         """Per-link bytes, busy time and utilisation over the run."""
         return self.cluster.network.link_table(self.sim_time_s)
+
+    @cached_property
+    def plot(self):
+        """Plots of this run: `result.plot.timeline()`, `.utilisation()`, `.topology()` ..."""
+        from sim.plots import RunPlots
+        return RunPlots(self)
+
+    @cached_property
+    def bottleneck(self) -> dict:
+        """Critical path, bounding resource and utilisation per resource (sim/bottleneck.py)."""
+        from sim.bottleneck import bottleneck_report
+        return jsonable(bottleneck_report(self.spans, self.links, self.cluster.topology, self.sim_time_s,
+                                          self.sim.recorder.dropped))
 
     def summary(self) -> dict:
         gpu = self.scenario.hardware.gpu
@@ -95,11 +112,12 @@ class RunResult:
             "dcsim_version": dcsim_version(),
             "scenario_sha256": scenario_sha256(self.scenario),
             "profile": gpu.name,
+            "bottleneck": self.bottleneck,
         }
 
 
-def run(scenario: Scenario) -> RunResult:
-    """Simulate one scenario to completion."""
+def run(scenario: Scenario, progress: bool = False) -> RunResult:
+    """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs)."""
     module = module_for(scenario.workload.kind)
     wall_start = time.perf_counter()
     sim = Simulation(seed=scenario.seed, span_limit=scenario.trace_limit)
@@ -108,9 +126,12 @@ def run(scenario: Scenario) -> RunResult:
                                 scenario.workload.host_pools(scenario.hardware))
     except ValueError as exc:
         raise ScenarioError(str(exc), path="hardware.topology") from None
+    meter = EnergyMeter.attach(sim, cluster, scenario)
     proc = sim.process(module.simulate(sim, cluster, scenario.workload))
-    sim.env.run(until=proc)
+    drive(sim.env, proc, progress)
     metrics = jsonable(proc.value)
+    power = meter.report(float(sim.now))
+    metrics.update({k: v for k, v in jsonable(power.metrics(metrics)).items() if k not in metrics})
     return RunResult(scenario=scenario, metrics=metrics, sim_time_s=float(sim.now),
                      wall_s=time.perf_counter() - wall_start, events=sim.env.events_processed,
-                     sim=sim, cluster=cluster)
+                     sim=sim, cluster=cluster, power=power)

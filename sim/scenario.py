@@ -21,6 +21,7 @@ from hardware_models import catalog
 from hardware_models.gpu import DeviceSpec
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
+from hardware_models.power import SitePower
 from hardware_models.topology import TopologySpec, check_shape
 from sim.errors import ScenarioError
 from sim.workloads import WorkloadConfig
@@ -55,6 +56,7 @@ class HardwareConfig(Config):
     host_cpus: int = Field(2, ge=1, description="CPU sockets per host")
     topology: TopologySpec = TopologySpec()
     memory_tiers: list[MemoryTierSpec] = Field(default_factory=list)
+    power: SitePower = Field(default_factory=SitePower, description="site power figures (hardware_models/power.py)")
 
     @field_validator("gpu", "host_cpu", mode="before")
     @classmethod

@@ -9,9 +9,9 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from sim.workloads import collective
+from sim.workloads import collective, cp_inference, embedding, ingestion
 
-MODULES: tuple[ModuleType, ...] = (collective,)
+MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding)
 
 _BY_KIND = {m.Config.model_fields["kind"].annotation.__args__[0]: m for m in MODULES}
 

@@ -1,0 +1,238 @@
+"""DLRM: embedding tables and the dense architecture, as data any workload can reuse.
+
+Embedding tables
+- `TableConfig`: one table written out (`rows`, `dim`, `pooling` = average lookups per sample,
+  `zipf_alpha` = skew of its row-access distribution, `dtype` of the stored rows).
+- `TableGenerator`: `count` tables whose fields are a constant, a list (a seeded uniform choice) or
+  `{min, max}` (seeded log-uniform for rows and pooling, uniform for zipf_alpha). `expand_tables`
+  turns both into `Table`s with a random generator handed in by the caller (a `Simulation.rng`
+  substream, so the same scenario and seed always yield the same tables).
+
+Dense architecture (`DenseConfig`)
+- `bottom_mlp`: DLRM convention `[input, hidden..., output]` (input = dense features);
+  `top_mlp`: output widths of the top layers (the input is the interaction's output).
+- `interaction`: `dot` (DLRM pairwise dot products of the F = tables + 1 vectors), `dcn` (DCN-v2
+  low-rank cross layers on the concatenation), `wukong` (stacked factorisation-machine + linear
+  compress blocks), `dhen` (layers of an ensemble: dot + DCN cross + self-attention over the F
+  vectors), or `{flop_per_sample: X}` (a synthetic interaction of X forward FLOPs per sample).
+- `dense_gemms(batch)` lists the forward GEMMs as (name, m, n, k, batch) for a local batch; the
+  backward of each is two GEMMs of the same FLOPs (input gradient and weight gradient).
+  `dense_params()` counts the weights that the data-parallel all-reduce carries.
+Interaction layer counts and ranks default to assumptions noted next to each field.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hardware_models.gpu import DTYPE_BYTES
+
+EmbeddingDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Spread(_Config):
+    """A range for generated tables: log-uniform (rows, pooling) or uniform (zipf_alpha)."""
+    min: float = Field(gt=0)
+    max: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Spread":
+        if self.max < self.min:
+            raise ValueError(f"max {self.max} is below min {self.min}")
+        return self
+
+
+GenValue = float | list[float] | Spread
+
+
+class TableConfig(_Config):
+    name: str = Field(min_length=1)
+    rows: int = Field(ge=1, description="hash size (rows of the table)")
+    dim: int = Field(ge=1, description="embedding dimension")
+    pooling: float = Field(gt=0, description="average lookups per sample (multi-hot length)")
+    zipf_alpha: float = Field(1.05, ge=0, description="row-access skew: P(k-th hottest row) ~ k^-alpha")
+    dtype: EmbeddingDtype = "fp16"
+
+
+class TableGenerator(_Config):
+    count: int = Field(ge=1)
+    rows: GenValue
+    dim: int | list[int] = 128
+    pooling: GenValue = 20.0
+    zipf_alpha: GenValue = 1.05
+    dtype: EmbeddingDtype = "fp16"
+    seed: int = Field(0, description="picks the random substream of the generator (with the scenario seed)")
+    prefix: str = "t"
+
+
+@dataclass(frozen=True)
+class Table:
+    """An expanded embedding table (SI units)."""
+    name: str
+    rows: int
+    dim: int
+    pooling: float
+    zipf_alpha: float
+    dtype: str
+
+    @property
+    def element_bytes(self) -> float:
+        return DTYPE_BYTES[self.dtype]
+
+    @property
+    def row_bytes(self) -> float:
+        return self.dim * self.element_bytes
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.rows * self.row_bytes
+
+
+def _draw(value: GenValue, rng: np.random.Generator, n: int, log: bool) -> np.ndarray:
+    if isinstance(value, Spread):
+        if log:
+            return np.exp(rng.uniform(math.log(value.min), math.log(value.max), n))
+        return rng.uniform(value.min, value.max, n)
+    if isinstance(value, list):
+        return np.asarray(value, dtype=float)[rng.integers(len(value), size=n)]
+    return np.full(n, float(value))
+
+
+def generate_tables(gen: TableGenerator, rng: np.random.Generator) -> list[Table]:
+    """`gen.count` tables drawn from `rng` (draw order fixed: rows, dim, pooling, alpha)."""
+    n = gen.count
+    rows = np.maximum(1, np.round(_draw(gen.rows, rng, n, log=True))).astype(np.int64)
+    dims = _draw(gen.dim, rng, n, log=False).astype(np.int64)
+    pooling = _draw(gen.pooling, rng, n, log=True)
+    alpha = _draw(gen.zipf_alpha, rng, n, log=False)
+    width = len(str(n - 1))
+    return [Table(f"{gen.prefix}{i:0{width}d}", int(rows[i]), int(dims[i]), float(pooling[i]),
+                  float(alpha[i]), gen.dtype) for i in range(n)]
+
+
+def expand_tables(tables: list[TableConfig], generators: list[TableGenerator],
+                  rng_for) -> list[Table]:
+    """Explicit tables first, then each generator's tables; `rng_for(name)` gives a numpy Generator."""
+    out = [Table(t.name, t.rows, t.dim, t.pooling, t.zipf_alpha, t.dtype) for t in tables]
+    for gen in generators:
+        out.extend(generate_tables(gen, rng_for(f"dlrm.tables/{gen.prefix}/{gen.seed}")))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# dense architecture
+
+class FlopInteraction(_Config):
+    flop_per_sample: float = Field(gt=0, description="forward FLOPs of the interaction per sample")
+    output_width: int | None = Field(None, ge=1, description="width fed to the top MLP (default: F x dim)")
+
+
+Interaction = Literal["dot", "dcn", "wukong", "dhen"] | FlopInteraction
+
+# name -> (default layers, default rank), assumptions:
+# dcn: 3 cross layers, low rank 512 (MLPerf DLRM-DCNv2 reference model);
+# wukong: 8 layers, FM compression rank 32 (assumption in the range of the Wukong paper's configs);
+# dhen: 2 layers, cross rank 256 (assumption).
+_INTERACTION_DEFAULTS = {"dot": (1, 0), "dcn": (3, 512), "wukong": (8, 32), "dhen": (2, 256)}
+
+Gemm = tuple[str, float, float, float, float]      # (name, m, n, k, batch)
+
+
+class DenseConfig(_Config):
+    bottom_mlp: list[int] = Field(default_factory=lambda: [13, 512, 256, 128], min_length=2,
+                                  description="[input features, hidden..., output] (DLRM convention)")
+    top_mlp: list[int] = Field(default_factory=lambda: [1024, 1024, 512, 256, 1], min_length=1,
+                               description="output widths of the top MLP layers")
+    interaction: Interaction = "dot"
+    interaction_layers: int | None = Field(None, ge=1, description="dcn/wukong/dhen layers (default per kind)")
+    interaction_rank: int | None = Field(None, ge=1, description="dcn/dhen low rank, wukong FM rank")
+    dtype: Literal["fp32", "tf32", "bf16", "fp16"] = "bf16"
+    grad_bytes_per_param: float = Field(4.0, gt=0, description="all-reduced gradient bytes per parameter (fp32)")
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.bottom_mlp[-1]
+
+    def _layers_rank(self) -> tuple[int, int]:
+        layers, rank = _INTERACTION_DEFAULTS[self.interaction]
+        return self.interaction_layers or layers, self.interaction_rank or rank
+
+    def interaction_gemms(self, batch: float, num_vectors: int, concat_width: int) -> tuple[list[Gemm], int, float]:
+        """(forward GEMMs, output width, parameters) of the interaction for `num_vectors` inputs."""
+        f, d = num_vectors, self.embedding_dim
+        if isinstance(self.interaction, FlopInteraction):
+            side = math.sqrt(self.interaction.flop_per_sample / 2.0)
+            width = self.interaction.output_width or f * d
+            return [("interaction", batch, side, side, 1)], width, side * side
+        layers, rank = self._layers_rank()
+        if self.interaction == "dot":
+            return [("dot", f, f, d, batch)], f * (f - 1) // 2 + d, 0.0
+        if self.interaction == "dcn":
+            w = concat_width
+            gemms = [g for i in range(layers) for g in (("dcn.u", batch, rank, w, 1), ("dcn.v", batch, w, rank, 1))]
+            return gemms, w, layers * 2.0 * w * rank
+        if self.interaction == "wukong":
+            gemms, params = [], 0.0
+            for i in range(layers):
+                gemms += [("wukong.fm_compress", d, rank, f, batch), ("wukong.fm", f, rank, d, batch),
+                          ("wukong.fm_mlp", batch, f * d, f * rank, 1), ("wukong.lcb", d, f, f, batch)]
+                params += f * rank + f * rank * f * d + f * f
+            return gemms, f * d, params
+        gemms, params = [], 0.0            # dhen
+        for i in range(layers):
+            gemms += [("dhen.dot", f, f, d, batch), ("dhen.cross_u", batch, rank, f * d, 1),
+                      ("dhen.cross_v", batch, f * d, rank, 1), ("dhen.qkv", batch * f, 3 * d, d, 1),
+                      ("dhen.scores", f, f, d, batch), ("dhen.context", f, d, f, batch),
+                      ("dhen.proj", batch, f * d, f * f + 2 * f * d, 1)]
+            params += 2.0 * rank * f * d + 3 * d * d + (f * f + 2 * f * d) * f * d
+        return gemms, f * d, params
+
+    def dense_gemms(self, batch: float, table_dims: list[int]) -> list[Gemm]:
+        """Forward GEMMs for a local batch: bottom MLP, interaction, top MLP."""
+        gemms, _ = self._graph(batch, table_dims)
+        return gemms
+
+    def dense_params(self, table_dims: list[int]) -> float:
+        _, params = self._graph(1, table_dims)
+        return params
+
+    def _graph(self, batch: float, table_dims: list[int]) -> tuple[list[Gemm], float]:
+        gemms: list[Gemm] = []
+        params = 0.0
+        for i, (k, n) in enumerate(zip(self.bottom_mlp, self.bottom_mlp[1:])):
+            gemms.append((f"bottom{i}", batch, n, k, 1))
+            params += k * n + n
+        inter, width, p = self.interaction_gemms(batch, len(table_dims) + 1,
+                                                 self.embedding_dim + int(sum(table_dims)))
+        gemms += inter
+        params += p
+        k = width
+        for i, n in enumerate(self.top_mlp):
+            gemms.append((f"top{i}", batch, n, k, 1))
+            params += k * n + n
+            k = n
+        return gemms, params
+
+    def bottom_count(self) -> int:
+        """How many of `dense_gemms` belong to the bottom MLP (they do not need embeddings)."""
+        return len(self.bottom_mlp) - 1
+
+
+def backward_gemms(gemms: list[Gemm]) -> list[Gemm]:
+    """Input-gradient (m x k <- m x n . n x k) and weight-gradient (k x n <- k x m . m x n) GEMMs."""
+    out: list[Gemm] = []
+    for name, m, n, k, b in reversed(gemms):
+        out += [(f"{name}.dgrad", m, k, n, b), (f"{name}.wgrad", k, n, m, b)]
+    return out
+
+
+def gemm_flop(gemms: list[Gemm]) -> float:
+    return float(sum(2.0 * m * n * k * b for _, m, n, k, b in gemms))
