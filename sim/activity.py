@@ -103,9 +103,27 @@ class SpanActivity:
         self._start = np.zeros(0)
         self._end = np.zeros(0)
         self._unit_s = np.zeros(0)
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []     # from add_many
+        self._chunk_len = 0
         self._batch = batch
         self._next = batch
         self.spans = 0
+
+    def key_id(self, key: tuple[str, str, str]) -> int:
+        k = self._key_id.get(key)
+        if k is None:
+            k = self._key_id[key] = len(self.keys)
+            self.keys.append(key)
+        return k
+
+    def add_many(self, key_ids: np.ndarray, start_s, end_s) -> None:
+        """Busy intervals of keys (from `key_id`) given as arrays, one unit each."""
+        key_ids = np.asarray(key_ids, dtype=np.int64)
+        self._chunks.append((key_ids, np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
+                             np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy()))
+        self._chunk_len += len(key_ids)
+        if self._chunk_len >= self._next:
+            self._merge()
 
     def __call__(self, component: str, track: str, category: str, start_s: float, end_s: float,
                  units: float = 1.0) -> None:
@@ -123,11 +141,17 @@ class SpanActivity:
 
     def _merge(self) -> None:
         """Fold the buffered spans into the merged intervals (amortised: the batch grows with them)."""
-        if not len(self._buf_key):
+        if not len(self._buf_key) and not self._chunks:
             return
         k = np.frombuffer(self._buf_key, dtype=np.int32).astype(np.int64)
         s, e, u = (np.frombuffer(b).copy() for b in (self._buf_start, self._buf_end, self._buf_units))
-        self.spans += len(k)
+        self.spans += len(k)                             # recorder spans (not add_many intervals)
+        if self._chunks:
+            k = np.concatenate([k, *(c[0] for c in self._chunks)])
+            s = np.concatenate([s, *(c[1] for c in self._chunks)])
+            e = np.concatenate([e, *(c[2] for c in self._chunks)])
+            u = np.r_[u, np.ones(self._chunk_len)]
+            self._chunks, self._chunk_len = [], 0
         busy = e > s
         unit_s = np.bincount(k[busy], (u * (e - s))[busy], minlength=len(self.keys))
         unit_s[: len(self._unit_s)] += self._unit_s
@@ -173,9 +197,14 @@ class LinkTraffic:
     `rows[l, j]` (slots with coefficient 0 are unused). One `AdaptiveBins` per row set.
     """
 
-    def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]]) -> None:
+    def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None) -> None:
         self.row_sets = row_sets
+        self.flow_ends = flow_ends          # optional callable(srcs, dsts, start_s, finish_s)
         self.bytes = 0.0
+
+    def on_flows(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
+        if self.flow_ends is not None:
+            self.flow_ends(srcs, dsts, start_s, finish_s)
 
     def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
         used = np.flatnonzero(link_bytes)

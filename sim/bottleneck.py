@@ -112,7 +112,7 @@ def link_summary(links: pd.DataFrame) -> dict:
     for kind, df in used.groupby("kind", sort=True):
         top = df.sort_values(["utilisation", "link"], ascending=[False, True]).iloc[0]
         out[kind] = {"max_utilisation": float(top["utilisation"]), "mean_utilisation": float(df["utilisation"].mean()),
-                     "busiest_link": str(top["link"]), "links_used": int(len(df))}
+                     "busiest_link": str(top["link"]), "links_used": len(df)}
     return out
 
 
@@ -140,7 +140,7 @@ def bottleneck_report(spans: pd.DataFrame, links: pd.DataFrame | None = None, to
         "link_utilisation": None,
         "critical_path_s": total,
         "critical_path": breakdown,
-        "critical_path_spans": int(len(path)),
+        "critical_path_spans": len(path),
         "utilisation": {r: float(u) for r, u in zip(*_utilisation(spans, window))},
         "links": link_summary(links),
         "spans_dropped": int(spans_dropped),
@@ -161,7 +161,7 @@ def _share(breakdown: dict, resource: str) -> float:
 
 def _utilisation(spans: pd.DataFrame, window: float):
     table = busy_by_resource(spans, window)
-    table = table[~table["resource"].isin(["idle", "replayed"])]
+    table = table[table["resource"] != "idle"]
     return table["resource"].tolist(), table["utilisation"].tolist()
 
 
@@ -170,7 +170,11 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     if not report:
         return []
     where = f" on {report['link']} ({report['link_utilisation']:.0%} utilised)" if report.get("link") else ""
-    rows = [("bottleneck", f"{report['label']}{where}, {report['share_of_critical_path']:.0%} of critical path")]
+    text = f"{report['label']}{where}, {report['share_of_critical_path']:.0%} of critical path"
+    idle = report["critical_path"].get("idle", 0.0) / report["critical_path_s"] if report["critical_path_s"] else 0.0
+    if idle > 0.5:
+        text += f" (the path is {idle:.0%} idle: waiting for arrivals or latency)"
+    rows = [("bottleneck", text)]
     path = ", ".join(f"{label(k)} {v / report['critical_path_s']:.0%}"
                      for k, v in report["critical_path"].items() if report["critical_path_s"] > 0 and v > 0)
     rows.append(("critical path", path or "(no spans recorded)"))

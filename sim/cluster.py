@@ -11,6 +11,7 @@ from hardware_models.topology import HostPool, Topology, build_topology
 from sim.compute import Device
 from sim.engine import Simulation
 from sim.network import Network, make_network
+from sim.stragglers import apply_stragglers
 
 
 @dataclass
@@ -29,7 +30,9 @@ class Cluster:
                               hardware.nic, hardware.scale_up, pools, hardware.host_link, hardware.memory_tiers)
         network = make_network(network_model, sim, topo, hardware.topology.ecmp)
         hosts = [[Device(sim, node, hardware.gpu, h) for node in nodes] for h, nodes in enumerate(topo.hosts)]
-        return cls(sim, hardware, topo, network, [d for devs in hosts for d in devs], hosts)
+        devices = [d for devs in hosts for d in devs]
+        apply_stragglers(topo, devices, getattr(hardware, "stragglers", []))
+        return cls(sim, hardware, topo, network, devices, hosts)
 
     @property
     def num_gpus(self) -> int:

@@ -189,7 +189,7 @@ def run_schedule(network: Network, steps: list[Step], name: str = "collective"):
     def proc():
         for k, step in enumerate(steps):
             if step:
-                yield network.transfer_many(step, name=f"{name}[{k}]")
+                yield network.transfer_many(step, name=f"{name}[{k}]", key=step)
     return network.sim.process(proc())
 
 

@@ -25,6 +25,7 @@ class Device:
         self.streams = {name: simpy.Resource(sim.env, capacity=1) for name in streams}
         self.busy_s = {name: 0.0 for name in streams}
         self.flop_done = 0.0
+        self.slowdown = 1.0          # kernel time multiplier: a straggler GPU (sim/stragglers.py)
 
     def stream(self, name: str) -> simpy.Resource:
         if name not in self.streams:
@@ -41,6 +42,7 @@ class Device:
         with self.stream(stream).request() as req:
             yield req
             start = self.sim.now
+            duration_s *= self.slowdown
             yield self.sim.timeout(duration_s)
             self.busy_s[stream] += duration_s
             self.flop_done += flop

@@ -60,9 +60,20 @@ class EnergyMeter:
         self.fine = AdaptiveBins(len(CLASSES), FINE_BINS)
         self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
         cls, grp, coef = self.inv.link_coefficients()
-        self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)])
+        self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
+        self._flow_key = {node: self.spans.key_id((node, "flow", "comm")) for node in self.inv.device_index}
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
+
+    def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
+        """A transfer's GPUs communicate from its start until each flow is delivered: sender and receiver."""
+        keys = self._flow_key
+        src = np.array([keys.get(n, -1) for n in srcs], dtype=np.int64)
+        dst = np.array([keys.get(n, -1) for n in dsts], dtype=np.int64)
+        ids, ends = np.r_[src, dst], np.r_[finish_s, finish_s]
+        ok = (ids >= 0) & (ends > start_s)
+        if ok.any():
+            self.spans.add_many(ids[ok], start_s, ends[ok])
 
     @classmethod
     def attach(cls, sim, cluster, scenario) -> "EnergyMeter":
@@ -71,6 +82,8 @@ class EnergyMeter:
     # ---- after the run ------------------------------------------------------------------------
     def report(self, duration_s: float) -> "PowerReport":
         inv = self.inv
+        if hasattr(self.network, "flush"):                 # flows still running at the end: bytes so far
+            self.network.flush()
         for bins in (self.fine, self.coarse):
             bins.fit(duration_s)
         fine = AdaptiveBins(len(CLASSES), FINE_BINS, self.fine.width_s)
@@ -96,7 +109,8 @@ class EnergyMeter:
                            price * duration_s / 3600.0, self.spans.spans)
 
     def _target(self, key: tuple[str, str, str]):
-        """('gpu', state, [device rows]) | ('cpu', group) | ('touch', group) | None for a span key."""
+        """What a span key drives: ('gpu', state, [device rows]), ('pool_gpu', state, component, group),
+        ('cpu', group), ('touch', group) (marks a pool host as used) or None."""
         component, track, category = key
         inv = self.inv
         if category in IDLE_CATEGORIES:
@@ -107,13 +121,13 @@ class EnergyMeter:
         host = inv.gpu_host_of(component)
         if host is not None:
             if track in CPU_TRACKS:
-                return ("cpu", host)
+                return ("cpu", inv.group_index[component])
             if state == 1:
                 return None                   # host-level sends: NIC power comes from the traffic
             return ("gpu", 0, [inv.device_index[d] for d in inv.topology.hosts[host]])
         head, _, rest = component.partition("/")
         if component.endswith("/cpu") and inv.gpu_host_of(head) is not None:
-            return ("cpu", inv.gpu_host_of(head)) if state == 0 else None
+            return ("cpu", inv.group_index[head]) if state == 0 else None
         if head in inv.pool_of:
             group = inv.group_index[head]
             if rest.startswith("g") and rest[1:].isdigit():

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from hardware_models.topology import Topology
 from sim.engine import Simulation
+from sim.network_replay import Trajectory
 
 _DONE_BYTES = 1e-3        # a sub-flow with fewer bytes left than this is complete
 _REL_TOL = 1e-9
@@ -125,9 +126,13 @@ class Network:
         self.bytes_delivered = 0.0
         self.flows_started = 0
         # objects with on_links(t0, t1, link_bytes) / on_subflows(t0, t1, flat, lengths, nbytes) that
-        # see every byte moved, and when (sim/activity.py: traffic-driven power)
+        # see every byte moved, and when, and optionally on_flows(srcs, dsts, start_s, finish_s) that sees
+        # each transfer's endpoints when it completes (sim/activity.py: traffic- and activity-driven power)
         self.traffic_observers: list = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], np.ndarray]] = {}
+        # id(step) -> (step, srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
+        self._keyed: dict[int, tuple] = {}
+        self._track_cache: dict[tuple[str, str], str] = {}
 
     # ---- routing -------------------------------------------------------------------------
     def paths_for(self, src: str, dst: str) -> list[tuple[int, ...]]:
@@ -197,31 +202,51 @@ class Network:
             yield event
         return self.sim.process(wait())
 
-    def transfer_many(self, flows, name: str = "transfer", track: str | None = None):
-        """Start all `(src, dst, nbytes)` flows now; returns an event that fires when all are done."""
-        flows = list(flows)
+    def transfer_many(self, flows, name: str = "transfer", track: str | None = None, key: object = None):
+        """Start all `(src, dst, nbytes)` flows now; returns an event that fires when all are done.
+
+        `key`: an object that identifies a step repeated with exactly these flows (a collective's
+        step list): its routes are computed once and, on the flow backend, it may be replayed
+        (sim/network_replay.py - exact)."""
+        keyed = key is not None and self.ecmp != "hash"
+        if keyed and id(key) in self._keyed:
+            _, srcs, dsts, nbytes, total, routed = self._keyed[id(key)]
+        else:
+            flows = list(flows)
+            srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
+            nbytes = np.array([float(f[2]) for f in flows]) if flows else np.zeros(0)
+            total = float(nbytes.sum())
+            routed = self._route(flows) if flows else None
+            if keyed:
+                self._keyed[id(key)] = (key, srcs, dsts, nbytes, total, routed)
         event = self.sim.env.event()
-        nbytes = np.array([float(b) for _, _, b in flows]) if flows else np.zeros(0)
-        self.flows_started += len(flows)
-        self.bytes_sent += float(nbytes.sum())
-        group = _Group(event, [s for s, _, _ in flows], [d for _, d, _ in flows], nbytes, name, track,
-                       self.sim.now, 0, np.full(len(flows), float(self.sim.now)))   # float: now is int 0 at start
-        if not flows:
+        self.flows_started += len(srcs)
+        self.bytes_sent += total
+        group = _Group(event, srcs, dsts, nbytes, name, track, self.sim.now, 0,
+                       np.full(len(srcs), float(self.sim.now)))   # float: now is int 0 at start
+        if not srcs:
             event.succeed()
             return event
-        self._start(group, self._route(flows))
+        self._start(group, routed, key if keyed else None)
         return event
 
-    def _start(self, group: _Group, routed: _Routed) -> None:
+    def _start(self, group: _Group, routed: _Routed, key: object) -> None:
         raise NotImplementedError
 
     def _complete(self, group: _Group) -> None:
         self.bytes_delivered += float(group.nbytes.sum())
         self._record(group)
+        for observer in self.traffic_observers:
+            if hasattr(observer, "on_flows"):        # optional part of the observer interface
+                observer.on_flows(group.srcs, group.dsts, group.start_s, group.finish_s)
         group.event.succeed()
 
     def _record(self, group: _Group) -> None:
         track = group.track
+        recorder = self.sim.recorder
+        if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
+            recorder.dropped += len(group.srcs)          # trace full: skip the per-flow work
+            return
         if len(group.srcs) <= _SPANS_PER_FLOW_MAX:
             for s, d, b, end in zip(group.srcs, group.dsts, group.nbytes, group.finish_s):
                 tr = track or self._first_link_kind(s, d)
@@ -236,8 +261,13 @@ class Network:
                           nbytes=b, category="comm")
 
     def _first_link_kind(self, src: str, dst: str) -> str:
-        paths = self._route_cache.get((src, dst), (self.topology.routes(src, dst), None))[0]
-        return self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
+        """Trace track of a flow: the kind of its first link (scale_up, nic, host, memory)."""
+        kind = self._track_cache.get((src, dst))
+        if kind is None:
+            paths = self.topology.routes(src, dst)
+            kind = self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
+            self._track_cache[(src, dst)] = kind
+        return kind
 
     def link_table(self, elapsed_s: float | None = None) -> pd.DataFrame:
         """Per-link bytes, busy time and utilisation (bytes / (capacity x elapsed))."""
@@ -257,7 +287,7 @@ class Network:
 class AnalyticalNetwork(Network):
     """Alpha-beta transfers without contention: latency + bytes / bottleneck capacity per path."""
 
-    def _start(self, group: _Group, routed: _Routed) -> None:
+    def _start(self, group: _Group, routed: _Routed, key: object) -> None:
         starts = np.concatenate([[0], np.cumsum(routed.lengths)])
         bottleneck = np.full(len(routed.lengths), np.inf)
         nonempty = routed.lengths > 0
@@ -304,13 +334,23 @@ class FlowNetwork(Network):
         self._kick_scheduled = False
         self.recomputations = 0
         self.peak_active_subflows = 0
+        self.replayed_steps = 0
+        self.replay = True                                # replay repeated steps (exact; off for checks)
+        self._merged: dict[int, _Routed] = {}             # id(step) -> merged rows
+        self._trajectories: dict[int, Trajectory] = {}    # id(step) -> recorded trajectory
+        self._recording: Trajectory | None = None
+        self._replay: tuple | None = None                 # (gid, group, trajectory, token)
 
     @property
     def active_flows(self) -> int:
         return len(self._lengths)
 
     # ---- admission ------------------------------------------------------------------------
-    def _start(self, group: _Group, routed: _Routed) -> None:
+    def _start(self, group: _Group, routed: _Routed, key: object) -> None:
+        if self._replay is not None:
+            self._materialise()
+        if self._recording is not None:
+            self._recording.valid = False                 # the recorded step no longer ran alone
         gid = self.sim.next_id("flow-group")
         self._groups[gid] = group
         real = (routed.lengths > 0) & (routed.nbytes > 0)
@@ -321,8 +361,20 @@ class FlowNetwork(Network):
             group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
             self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid))
             return
-        routed = _merge_paths(_select(routed, real))
+        if key is not None and id(key) in self._merged:
+            routed = self._merged[id(key)]
+        else:
+            routed = _merge_paths(_select(routed, real))
+            if key is not None:
+                self._merged[id(key)] = routed
         group.open_subflows = len(routed.lengths)
+        if key is not None and self.replay and self._idle():
+            trajectory = self._trajectories.get(id(key))
+            if trajectory is not None:
+                self._start_replay(gid, group, trajectory)
+                return
+            self._recording = Trajectory(key, gid, self.sim.now, routed.nbytes, routed.latency, routed,
+                                         self.link_bytes.copy(), self.link_busy_s.copy())
         for latency in np.unique(routed.latency):
             part = _select(routed, routed.latency == latency)
             self._seq += 1
@@ -342,10 +394,18 @@ class FlowNetwork(Network):
     # ---- the core loop: advance, finish, admit, recompute, schedule -----------------------
     def _update(self) -> None:
         self._advance()
+        if self._recording is not None and self._recording.valid:
+            rec = self._recording
+            mine = self._group == rec.gid
+            rec.snapshot(self.sim.now, self._flow[mine], self._remaining[mine], self.link_bytes, self.link_busy_s)
         self._finish_done()
         self._admit_due()
         self._recompute()
         self._schedule()
+
+    def flush(self) -> None:
+        """Account the bytes moved since the last rate change up to now (e.g. when a run ends mid-flow)."""
+        self._advance()
 
     def _advance(self) -> None:
         now = self.sim.now
@@ -388,7 +448,75 @@ class FlowNetwork(Network):
                 self._finish_group(int(gid))
 
     def _finish_group(self, gid: int) -> None:
-        self._complete(self._groups.pop(gid))
+        group = self._groups.pop(gid)
+        rec = self._recording
+        if rec is not None and rec.gid == gid:
+            if rec.valid and len(rec.offsets) >= 2:
+                rec.finish(self.sim.now, group.finish_s)
+                self._trajectories[id(rec.key)] = rec
+            self._recording = None
+        self._complete(group)
+
+    # ---- replay of recorded steps (sim/network_replay.py) ----------------------------------
+    def _idle(self) -> bool:
+        return not len(self._lengths) and not self._arrivals and self._replay is None \
+            and self._recording is None
+
+    def _start_replay(self, gid: int, group: _Group, trajectory: Trajectory) -> None:
+        self.replayed_steps += 1
+        token = object()
+        self._replay = (gid, group, trajectory, token)
+        group.finish_s = self.sim.now + trajectory.finish_offsets
+        self.sim.timeout(trajectory.duration_s).callbacks.append(lambda _e: self._end_replay(token))
+
+    def _end_replay(self, token: object) -> None:
+        if self._replay is None or self._replay[3] is not token:
+            return
+        gid, group, trajectory, _ = self._replay
+        self._replay = None
+        link_bytes, busy = trajectory.totals(self._num_links)
+        self._account(group.start_s, self.sim.now, link_bytes, busy)
+        self._finish_group(gid)
+
+    def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:
+        self.link_bytes += link_bytes
+        self.link_busy_s += busy
+        for observer in self.traffic_observers:
+            observer.on_links(t0, t1, link_bytes)
+
+    def _materialise(self) -> None:
+        """Another transfer starts during a replay: put the step's flows back with the bytes they
+        would have left now, so the simulation continues exactly as without the replay."""
+        gid, group, trajectory, _ = self._replay
+        self._replay = None
+        now = self.sim.now
+        offset = now - group.start_s
+        remaining, link_bytes, busy = trajectory.state_at(offset, self._num_links)
+        self._account(group.start_s, now, link_bytes, busy)
+        routed = trajectory.routed
+        entered = routed.latency <= offset
+        active = entered & (remaining > _DONE_BYTES)
+        waiting = ~entered
+        group.open_subflows = int(active.sum() + waiting.sum())
+        group.finish_s[routed.flow[active | waiting]] = np.nan       # set when they finish
+        self._groups[gid] = group
+        if group.open_subflows == 0:
+            self._finish_group(gid)
+            return
+        rows = _select(routed, active)
+        self._last_s = now                     # the network was idle: nothing else to advance
+        self._flat = np.concatenate([self._flat, rows.flat])
+        self._weights = np.concatenate([self._weights, rows.weights])
+        self._lengths = np.concatenate([self._lengths, rows.lengths])
+        self._remaining = np.concatenate([self._remaining, remaining[active]])
+        self._group = np.concatenate([self._group, np.full(len(rows.lengths), gid)])
+        self._flow = np.concatenate([self._flow, rows.flow])
+        for latency in np.unique(routed.latency[waiting]):
+            part = _select(routed, waiting & (routed.latency == latency))
+            self._seq += 1
+            heapq.heappush(self._arrivals, (group.start_s + float(latency), self._seq, gid, part))
+        self._recompute()
+        self._schedule()
 
     def _admit_due(self) -> None:
         now = self.sim.now

@@ -23,6 +23,7 @@ def atomic_path(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o644)                  # mkstemp creates 0600; results are meant to be shared
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -127,6 +127,36 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     place_rest(items, fill(items, [0] * len(items), pooled.hbm_bytes_per_gpu, model, first_slow), model, pooled, -1)
     cost = np.array([proxy_s(model, s) for s in items])
     lower_bound = float(cost.sum() / w)
+    # 2-4 from three starting points (how table-row-wise tables are pinned to hosts); keep the best
+    relaxed = _snapshot(items)
+    best = None
+    for rule in ("cost", "hbm", "bytes"):
+        _restore(items, relaxed)
+        final_max, milp = _assign(items, cost.copy(), caps, model, rule)
+        if best is None or final_max < best[0] * (1 - 1e-12):
+            best = (final_max, milp, _snapshot(items))
+    final_max, milp, state = best
+    _restore(items, state)
+    plan = Plan("recshard", shards, caps, labels(model), lower_bound, final_max,
+                float(max(0.0, 1 - lower_bound / final_max)) if final_max > 0 else 0.0)
+    plan.milp = milp
+    return plan
+
+
+def _snapshot(items) -> list:
+    return [(s.rank, s.host, s.hbm_rows, dict(s.tier_rows), s.cache_rows) for s in items]
+
+
+def _restore(items, state) -> None:
+    for s, (rank, host, hbm_rows, tier_rows, cache_rows) in zip(items, state):
+        s.rank, s.host, s.hbm_rows, s.tier_rows, s.cache_rows = rank, host, hbm_rows, dict(tier_rows), cache_rows
+
+
+def _assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str):
+    """Greedy, refinement (and MILP), exact tiering; returns (most loaded GPU's cost, MILP result)."""
+    w, gpn = model.num_gpus, model.gpus_per_node
+    hosts = w // gpn
+    first_slow = next(iter(caps.host_tier_bytes), None)
     # 2. greedy: pinned shards first, then largest cost to the least loaded GPU with room
     load, hbm_used = np.zeros(w), np.zeros(w)
     host_used = np.zeros(hosts)
@@ -142,7 +172,7 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
 
     for i in (i for i, s in enumerate(items) if s.scheme == "row_wise"):
         add(i, items[i].rank)
-    _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add)
+    _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add, pin_rule)
     for i in sorted((i for i, s in enumerate(items) if s.rank < 0), key=lambda i: -cost[i]):
         fits = (hbm_used + hbm_b[i] <= caps.hbm_bytes_per_gpu) & (np.repeat(host_used, gpn) + slow_b[i] <= host_cap)
         add(i, int(np.argmin(np.where(fits, load, np.inf))) if fits.any() else
@@ -165,26 +195,32 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     final = np.zeros(w)
     for s in items:
         final[s.rank] += proxy_s(model, s)
-    plan = Plan("recshard", shards, caps, labels(model), lower_bound, float(final.max()),
-                float(max(0.0, 1 - lower_bound / final.max())) if final.max() > 0 else 0.0)
-    plan.milp = milp
-    return plan
+    return float(final.max()), milp
 
 
-def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add) -> None:
-    """Table-row-wise tables, costliest first, to the least loaded host with room (shard k on GPU k)."""
+def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add, rule: str) -> None:
+    """Table-row-wise tables to hosts, shard k on the host's GPU k: costliest first to the least loaded
+    host with room (`rule` cost), to the host with most free HBM (`hbm`), or largest first to the host
+    holding the fewest such bytes (`bytes`)."""
     groups: dict[str, list[int]] = {}
     for i, s in enumerate(items):
         if s.scheme == "table_row_wise":
             groups.setdefault(s.table.name, []).append(i)
     host_cap = sum(caps.host_tier_bytes.values())
-    for idx in sorted(groups.values(), key=lambda g: -cost[g].sum()):
+    table_bytes = np.zeros(len(host_used))                     # whole table-row-wise tables per host
+    model_bytes = (hbm_b + slow_b) / np.array([s.rows for s in items])
+    order = (lambda g: -items[g[0]].table.rows * model_bytes[g[0]]) if rule == "bytes" else (lambda g: -cost[g].sum())
+    for idx in sorted(groups.values(), key=order):
         ranks = np.array([items[i].index for i in idx])
         host_load = load.reshape(-1, gpn).sum(axis=1)
         fits = np.array([(hbm_used[h * gpn + ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all()
                          and host_used[h] + slow_b[idx].sum() <= host_cap for h in range(len(host_used))])
-        host = int(np.argmin(np.where(fits, host_load, np.inf))) if fits.any() else \
-            int(np.argmax(caps.hbm_bytes_per_gpu * gpn - hbm_used.reshape(-1, gpn).sum(axis=1)))
+        if rule == "cost" and fits.any():
+            host = int(np.argmin(np.where(fits, host_load, np.inf)))
+        else:
+            host = int(np.argmin(table_bytes)) if rule == "bytes" else \
+                int(np.argmax(caps.hbm_bytes_per_gpu * gpn - hbm_used.reshape(-1, gpn).sum(axis=1)))
+        table_bytes[host] += items[idx[0]].table.rows * model_bytes[idx[0]]
         for i, k in zip(idx, ranks):
             items[i].host = host
             add(i, host * gpn + int(k))

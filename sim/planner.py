@@ -8,9 +8,10 @@ many budgets), `row_wise` (rows split over all GPUs), `column_wise` (columns spl
 
 Planners (`sharding.planner`):
 - `size_greedy`: capacity-balanced, the common size-based default. Shards largest first, each to
-  the GPU with the most free HBM; the whole shard in HBM if it fits, else whole on the first
-  slower placement with room on that host (`uvm_cache`: all rows in DDR behind an HBM cache of
-  `cache_load_factor` of them).
+  the GPU with the fewest bytes assigned so far (HBM and host tiers; a table-row-wise table to the
+  least-filled host); the whole shard in HBM if it fits, else whole on the first slower placement
+  with room on that host (`uvm_cache`: all rows in DDR behind an HBM cache of `cache_load_factor`
+  of them, or of as many as the GPU's HBM still holds).
 - `recshard` (RecShard, arXiv 2201.10095; sim/plan_recshard.py): per-row access frequencies decide
   how many of each shard's hottest rows stay in HBM and which tier holds the rest, and a cost model
   balances the GPUs (relaxation lower bound, greedy, refinement, optional MILP); its plan reports

@@ -3,7 +3,7 @@
 Aggregation keeps big clusters readable: every node inside a host (GPUs, NVSwitch, CPU, memory
 tiers) collapses into one host node `h3`, a pool host and its media into `storage2`; when there
 are more than `max_hosts` hosts (or more than `max_switches` switches of one name family, e.g.
-`leaf0..leaf63`), consecutive ones merge into blocks (`h0-h15`). A drawn edge stands for all the
+`leaf0..leaf63`, or more than 4 hosts in a pool), consecutive ones merge into blocks (`h0-15`). A drawn edge stands for all the
 links between two drawn nodes, in both directions; it is coloured by the *highest* utilisation among
 them (a hot link is not averaged away) and its width grows with their total capacity. Host nodes
 are coloured by the busiest link inside them (NVLink, PCIe, memory tiers).
@@ -18,14 +18,12 @@ import re
 from collections import defaultdict
 
 import matplotlib
+import matplotlib.pyplot as plt  # backend: chosen in sim.plots
+import networkx as nx
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from sim.plots import finish  # noqa: E402
+from sim.plots import finish
 
 _HOST = re.compile(r"^h(\d+)(?:/.*)?$")
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
@@ -36,16 +34,17 @@ def _block_name(prefix: str, k: int, size: int, count: int) -> str:
         return f"{prefix}{k}"
     lo = (k // size) * size
     hi = min(lo + size, count) - 1
-    return f"{prefix}{lo}-{prefix}{hi}"
+    return f"{prefix}{lo}-{hi}" if hi > lo else f"{prefix}{lo}"
 
 
-def node_groups(topology, max_hosts: int = 16, max_switches: int = 16) -> tuple[dict[str, str], dict[str, str]]:
+def node_groups(topology, max_hosts: int = 16, max_switches: int = 16,
+                max_pool_blocks: int = 4) -> tuple[dict[str, str], dict[str, str]]:
     """(graph node -> drawn node, drawn node -> role in host | pool | switch)."""
     n_hosts = len(topology.hosts)
     host_block = math.ceil(n_hosts / max_hosts) if n_hosts > max_hosts else 1
     pool_of = {}
     for pool, names in topology.pools.items():
-        size = math.ceil(len(names) / 8) if len(names) > 8 else 1
+        size = math.ceil(len(names) / max_pool_blocks) if len(names) > max_pool_blocks else 1
         for k, name in enumerate(names):
             pool_of[name] = _block_name(pool, k, size, len(names))
     families: dict[str, list[int]] = defaultdict(list)
@@ -155,7 +154,8 @@ def topology(topo, links: pd.DataFrame, title: str = "Topology and link utilisat
                    fontsize=8)
     handles = [plt.Line2D([], [], marker=styles[r][0], linestyle="", markersize=8, markerfacecolor="white",
                           markeredgecolor="black", label=r) for r in styles if any(role[n] == r for n in g)]
-    ax.legend(handles=handles, loc="upper left", fontsize=8, title="node", title_fontsize=8)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8,
+              frameon=False)
     ax.set_title(title + f"  ({len(topo.hosts)} hosts, {topo.num_links} directed links; width ~ capacity)",
                  fontsize=10)
     ax.axis("off")

@@ -18,13 +18,11 @@ from __future__ import annotations
 import re
 
 import matplotlib
+import matplotlib.pyplot as plt  # backend: chosen in sim.plots
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from sim.plots import finish, time_scale  # noqa: E402
+from sim.plots import finish, time_scale
 
 _GPU = re.compile(r"^h(\d+)/g(\d+)$")
 
@@ -236,7 +234,7 @@ def ingestion_buffers(metrics: dict, title: str = "Trainer buffers and stalls", 
 
 def workload_plots(result) -> list:
     """(file stem, draw function taking `path=`) of the kind-specific plots of one run."""
-    kind, m, name = result.scenario.workload.kind, result.metrics, result.scenario.name
+    kind, m, name = result.scenario.kind, result.metrics, result.scenario.name     # "multi": several jobs
     if kind == "cp_inference" and m.get("prefill_breakdown_s"):
         return [("cp_breakdown", lambda **kw: cp_breakdown(m, **{"title": f"{name}: prefill breakdown", **kw}))]
     if kind == "embedding_training" and m.get("plan"):

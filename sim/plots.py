@@ -14,15 +14,19 @@ Kind-specific plots live in sim/plot_workloads.py.
 """
 from __future__ import annotations
 
+import sys
+
 import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+if "ipykernel" not in sys.modules:      # scripts and the CLI draw off-screen; notebooks keep inline
+    matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from sim.resources import label, tier_bytes as _tier_bytes, utilisation_over_time, with_resources  # noqa: E402
-from sim.trace import process_and_thread, select_spans  # noqa: E402
+from sim.resources import label, utilisation_over_time, with_resources
+from sim.resources import tier_bytes as _tier_bytes
+from sim.trace import process_and_thread, select_spans
 
 _BASE_COLORS = {"compute": "tab:blue", "cpu": "tab:brown", "scale_up": "tab:green", "nic": "tab:orange",
                 "host": "tab:purple", "fabric": "tab:red", "idle": "lightgray"}

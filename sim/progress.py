@@ -3,7 +3,7 @@ simulated clock.
 
 `drive(env, until, progress)` runs a SimPy environment until the event `until` is processed, like
 `env.run(until=until)`. With `progress` it steps the environment itself and refreshes the bar every
-few thousand events; the bar appears only after a second of wall time (short runs stay silent).
+thousand events; the bar appears only after a second of wall time (short runs stay silent).
 Stepping is identical either way, so results (and the event count) do not depend on the bar.
 
 `progress_enabled(quiet)` is the CLI's policy: on only when stderr is a terminal and `--quiet` is
@@ -15,7 +15,7 @@ import sys
 
 from hardware_models.units import format_seconds
 
-_REFRESH_EVERY = 1 << 14
+_REFRESH_EVERY = 1 << 10          # events between bar updates (tqdm throttles the drawing)
 
 
 def progress_enabled(quiet: bool = False, stream=None) -> bool:

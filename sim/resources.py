@@ -15,8 +15,9 @@ Span -> resource (`resource_of`): a span's `track` names what it ran on, its `co
 | flow over the GPU-host link (PCIe)          | `host` (PCIe)        |
 | flow read from a host memory tier `h0/ddr5` | `memory:ddr5`        |
 | flow read from a pool's medium `stor0/nvme` | `storage:nvme`       |
-| span with category `replayed` (a layer      | `replayed`           |
-| replayed from a simulated one)              |                      |
+| span with category `replayed` or a name     | `replayed`           |
+| ending in `(replayed)` (a layer replayed    |                      |
+| from a simulated one)                       |                      |
 | anything else                               | its track            |
 
 An *instance* of a resource is one component (one GPU's compute stream, one NIC, one tier node).
@@ -100,6 +101,7 @@ def with_resources(spans: pd.DataFrame) -> pd.DataFrame:
     names = np.array([resource_of(str(c), str(t), str(g)) for c, t, g in groups.size().index], dtype=object)
     out = spans.copy()
     out["resource"] = names[codes] if len(codes) else np.array([], dtype=object)
+    out.loc[spans["name"].str.endswith("(replayed)").to_numpy(dtype=bool), "resource"] = "replayed"
     return out
 
 

@@ -104,7 +104,7 @@ class RunResult:
         gpu = self.scenario.hardware.gpu
         return {
             "scenario": self.scenario.name,
-            "kind": self.scenario.workload.kind,
+            "kind": self.scenario.kind,
             "metrics": self.metrics,
             "sim_time_s": self.sim_time_s,
             "wall_s": self.wall_s,
@@ -118,6 +118,9 @@ class RunResult:
 
 def run(scenario: Scenario, progress: bool = False) -> RunResult:
     """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs)."""
+    if scenario.workloads is not None:            # several jobs sharing the cluster
+        from sim.tenancy import run_jobs
+        return run_jobs(scenario, progress)
     module = module_for(scenario.workload.kind)
     wall_start = time.perf_counter()
     sim = Simulation(seed=scenario.seed, span_limit=scenario.trace_limit)

@@ -24,6 +24,8 @@ from hardware_models.nic import LinkSpec
 from hardware_models.power import SitePower
 from hardware_models.topology import TopologySpec, check_shape
 from sim.errors import ScenarioError
+from sim.jobs import JobConfig, check_jobs
+from sim.stragglers import Straggler, check_stragglers
 from sim.workloads import WorkloadConfig
 
 
@@ -57,6 +59,7 @@ class HardwareConfig(Config):
     topology: TopologySpec = TopologySpec()
     memory_tiers: list[MemoryTierSpec] = Field(default_factory=list)
     power: SitePower = Field(default_factory=SitePower, description="site power figures (hardware_models/power.py)")
+    stragglers: list[Straggler] = Field(default_factory=list, description="slow GPUs or links (sim/stragglers.py)")
 
     @field_validator("gpu", "host_cpu", mode="before")
     @classmethod
@@ -95,6 +98,11 @@ class HardwareConfig(Config):
             raise ScenarioError(str(exc), path="hardware.topology") from None
         return self
 
+    @model_validator(mode="after")
+    def _stragglers_exist(self) -> "HardwareConfig":
+        check_stragglers(self.stragglers, self.num_gpus)
+        return self
+
     @property
     def num_gpus(self) -> int:
         return self.nodes * self.gpus_per_node
@@ -113,11 +121,26 @@ class Scenario(Config):
     seed: int = 0
     network_model: Literal["flow", "analytical"] = "flow"
     hardware: HardwareConfig = HardwareConfig()
-    workload: WorkloadConfig
+    workload: WorkloadConfig | None = None
+    workloads: list[JobConfig] | None = Field(None, description="several jobs sharing the cluster, instead of "
+                                              "workload: each a workload with `name` and `hosts` (sim/jobs.py)")
     trace_limit: int = Field(200_000, ge=0, description="max spans kept for traces and plots")
+
+    @property
+    def kind(self) -> str:
+        """The workload's kind, or "multi" for several jobs."""
+        return "multi" if self.workload is None else self.workload.kind
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "Scenario":
+        if (self.workload is None) == (self.workloads is None):
+            raise ScenarioError("give either workload (one job) or workloads (a list of jobs sharing the cluster)",
+                                path="workload" if self.workload is None else "workloads")
+        if self.workloads is not None:
+            if not self.workloads:
+                raise ScenarioError("needs at least one job", path="workloads", value=[])
+            check_jobs(self.workloads, self.hardware)
+            return self
         check = getattr(self.workload, "check", None)
         if check is not None:
             check(self.hardware)
@@ -239,6 +262,11 @@ def _drop_union_tags(loc: list[str], data: Any) -> list[str]:
 
 def _allowed_keys(loc: list[str], data: Any = None) -> list[str]:
     from sim.workloads import config_class
+    items = data.get("workloads") if isinstance(data, dict) else None
+    if len(loc) == 2 and loc[0] == "workloads" and isinstance(items, list) and loc[1].isdigit() \
+            and int(loc[1]) < len(items) and isinstance(items[int(loc[1])], dict):     # a job (sim/jobs.py)
+        job = config_class(items[int(loc[1])].get("kind"))
+        return sorted([*job.model_fields, "hosts", "name"]) if job else []
     model: Any = Scenario
     node = data
     for part in loc:

@@ -14,7 +14,7 @@ workloads) has a zero-width interval.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd

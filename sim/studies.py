@@ -12,7 +12,7 @@ Heavier grids belong to `dcsim sweep` (sim/sweep.py: parallel, resumable); these
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 

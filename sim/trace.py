@@ -99,7 +99,7 @@ def chrome_trace(spans: pd.DataFrame, max_events: int | None = 200_000,
                        "ts": float(start) * 1e6, "dur": dur * 1e6, "args": args})
     if utilisation and len(rows):
         events.extend(_counter_events(rows, counter_bins, len(pids) + 1))
-    other = {"spans_total": int(len(spans)), "spans_in_trace": int(len(rows)),
+    other = {"spans_total": len(spans), "spans_in_trace": len(rows),
              "window_s": list(window_s) if window_s else None, **(metadata or {})}
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 

@@ -259,3 +259,13 @@ def test_recshard_gap_is_against_a_valid_lower_bound_and_runs_are_deterministic(
     assert a == b
     assert 0 <= a["planner_gap"] < 1 and a["planner_lower_bound_s"] > 0
     assert math.isclose(sum(a["breakdown_s"].values()), a["iteration_s"], rel_tol=1e-9)
+
+
+def test_reduced_milp_certifies_the_greedy_assignment():
+    """scipy.optimize.milp on the reduced problem: a dual bound below its own solution, never a worse plan."""
+    tables = {"count": 12, "rows": {"min": 1e7, "max": 1e8}, "dim": 64, "pooling": {"min": 2, "max": 40}}
+    _, _, greedy = plan_of(scenario(tables))
+    _, _, both = plan_of(scenario(tables, sharding={"milp_max_binaries": 1000, "milp_node_limit": 200}))
+    assert both.milp is not None and both.milp.ranks is not None
+    assert both.milp.dual_bound <= both.milp.objective * (1 + 1e-9) and 0 <= both.milp.gap < 1
+    assert both.max_load_s <= greedy.max_load_s * (1 + 1e-9)

@@ -182,3 +182,35 @@ def test_bulk_and_single_transfers_give_identical_times_and_link_bytes():
     (t_bulk, bytes_bulk), (t_single, bytes_single) = run(True), run(False)
     assert t_bulk == pytest.approx(t_single, rel=1e-12)
     assert bytes_bulk == pytest.approx(bytes_single, rel=1e-9)
+
+
+def _ring_with_background(replay, background_at=None, nodes=6):
+    from sim.collectives import collective
+    c = make_cluster(nodes=nodes, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+    c.network.replay = replay
+    sim, net = c.sim, c.network
+    done = {}
+
+    def background():
+        yield sim.timeout(background_at)
+        yield net.transfer(c.devices[0].node, c.devices[5].node, 3e8)
+        done["background"] = sim.now
+
+    if background_at is not None:
+        sim.process(background())
+    proc, _ = collective(net, "all_reduce", c.nodes(range(c.num_gpus)), 256 * 2**20, "ring")
+    sim.env.run(until=proc)
+    done["ring"] = sim.now
+    sim.env.run()
+    return done, net.link_bytes.copy(), net.link_busy_s.copy(), net
+
+
+@pytest.mark.parametrize("background_at", [None, 0.0, 1.234e-3, 5e-3])
+def test_replayed_ring_steps_equal_the_plain_simulation(background_at):
+    plain = _ring_with_background(False, background_at)
+    fast = _ring_with_background(True, background_at)
+    assert fast[0] == pytest.approx(plain[0], rel=1e-9)
+    assert fast[1] == pytest.approx(plain[1], rel=1e-7, abs=1e-3)
+    assert fast[2] == pytest.approx(plain[2], rel=1e-7, abs=1e-12)
+    if background_at is None:
+        assert fast[3].replayed_steps == 2 * (12 - 1) - 1      # every step after the first is replayed

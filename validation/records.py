@@ -139,8 +139,10 @@ def load_record_sets(path: str | Path) -> tuple[list[Record], dict[str, Any]]:
     for f in files:
         data = _read(f)
         file_meta = data.get("meta") if isinstance(data, dict) else None
-        if isinstance(file_meta, dict) and isinstance(file_meta.get("nominal"), dict):
-            meta["nominal"].update(file_meta["nominal"])
+        if isinstance(file_meta, dict):
+            meta.update({k: v for k, v in file_meta.items() if k != "nominal" and k not in meta})
+            if isinstance(file_meta.get("nominal"), dict):
+                meta["nominal"].update(file_meta["nominal"])
         for r in parse_records(data, str(f)):
             if r.name in names:
                 raise ScenarioError("record name appears in two files", value=r.name, file=str(f))

@@ -19,9 +19,10 @@ Concepts
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -43,7 +44,7 @@ class TransformerSpec(BaseModel):
     source: str = ""
 
     @model_validator(mode="after")
-    def _check(self) -> "TransformerSpec":
+    def _check(self) -> TransformerSpec:
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.head_dim is None and self.hidden % self.heads:

@@ -9,9 +9,9 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from sim.workloads import collective, cp_inference, embedding, ingestion
+from sim.workloads import collective, cp_inference, embedding, fault_campaign, ingestion
 
-MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding)
+MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding, fault_campaign)
 
 _BY_KIND = {m.Config.model_fields["kind"].annotation.__args__[0]: m for m in MODULES}
 

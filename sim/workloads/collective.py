@@ -89,6 +89,8 @@ def simulate(sim, cluster, config: Config):
                                    name="background") for f in config.background]
         proc, algo = collective(net, config.op, group, size, config.algorithm, name=config.op)
         yield proc
+        for node in group:          # each rank runs the collective's kernel (NCCL) from start to end
+            sim.span(node, "comm", f"{config.op} {size:.0f} B", start, category="comm")
         t = sim.now - start
         algbw = size / t if t > 0 else 0.0
         rows.append({"bytes": size, "time_s": t, "algbw_bytes_per_s": algbw,

@@ -24,7 +24,8 @@ Metrics: `ttft_s` (first request), `ttft_s_per_request`, `ttft_p50_s`, `ttft_p99
 (the heuristic's inputs), `achieved_tflop_per_s_per_gpu` and `mfu` (model FLOPs of the first
 prefill - dense GEMMs and causal attention, no padding - per second per GPU; MFU against the peak of
 `dtype`), `prefill_breakdown_s` and `decode_breakdown_s` (GPU 0: dense, attention, merge,
-ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first layer), `memory_per_gpu`.
+ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first layer),
+`memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`.
 """
 from __future__ import annotations
 
@@ -35,12 +36,24 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hardware_models.gpu import DTYPE_BYTES, Dtype
 from hardware_models.units import Bytes, Seconds
 from sim.errors import ScenarioError
-from sim.models.transformer import TensorShard, TransformerSpec, activation_bytes, causal_keys_seen, resolve_model, \
-    tp_problem
+from sim.models.transformer import (
+    TensorShard,
+    TransformerSpec,
+    activation_bytes,
+    causal_keys_seen,
+    resolve_model,
+    tp_problem,
+)
 from sim.workloads.base import WorkloadBase
 from sim.workloads.cp_layers import Layout, PhaseRun
 from sim.workloads.cp_plan import Phase, Precision, plan_layer
-from sim.workloads.ring_attention import choose_ring, local_cached, padded_tokens, percentile, ring_messages
+from sim.workloads.ring_attention import (
+    choose_ring,
+    local_cached,
+    padded_tokens,
+    percentile,
+    ring_messages,
+)
 
 SYMMETRIC_TOPOLOGIES = ("single-switch", "rail-optimized")
 
@@ -215,7 +228,7 @@ def _phase_plan(config: Config, hardware, phase: Phase, ring: str):
 
 def choose_prefill_ring(config: Config, cluster, layout: Layout, phase: Phase):
     """The ring for a prefill: forced, or Algorithm 1 (+ All2All term) from the model's estimates."""
-    tp, cp = layout.tp, layout.cp
+    cp = layout.cp
     if cp == 1:
         return "none", None
     kv_plan = _phase_plan(config, cluster.hardware, phase, "pass-kv")

@@ -17,13 +17,15 @@ Fidelity modes (`Layout.representative`, `layers_simulated`):
 - representative: only CP rank 0's TP group runs; its ring sends and All2All flows go out on the
   real network, and by symmetry what it receives at a step arrives when what it sent arrives. Exact
   when every CP rank sees the same network (cp_inference decides when; a test compares with all
-  ranks). The other ranks' GPUs mirror the representative's activity for the span observers
-  (energy) and their busy counters; the trace and the network's link counters show rank 0's only.
+  ranks). The other ranks' GPUs mirror the representative's activity: busy counters, and for the
+  span observers (energy) its busy intervals per layer and stream (kernels merged, category
+  `compute` or `comm`); the trace and the network's link counters show rank 0's only.
 - layers_simulated = k < layers: the first k layers run in full; every layer starts from the same
   idle state, so the rest take k-th-layer time each (a test proves the per-layer timing identical
-  to a full run): the GPUs' streams are held for that long, and the k-th layer's spans are recorded
-  again, shifted, for every replayed layer (names end in "(replayed)"), so traces and activity
-  (energy) match a full run; network flows are not replayed. Breakdowns scale the same way.
+  to a full run): the GPUs' streams are held for that long, and the busy intervals of the k-th
+  layer's streams (kernels merged) are recorded again, shifted, for every replayed layer (compute as
+  category `replayed`, comm as `comm`), so per-GPU activity (energy) matches a full run; network
+  flows are not replayed. Breakdowns scale the same way.
 
 `PhaseRun.breakdown` splits the phase's time on GPU (rank 0, TP 0) into dense kernels, attention,
 merges, exposed ring communication (time waiting for blocks after the step's attention), the
@@ -35,6 +37,17 @@ from collections import defaultdict
 
 from sim.collectives import choose, run_schedule
 from sim.workloads.cp_plan import Kernel, LayerPlan
+
+
+def _busy_intervals(spans: list[tuple[str, float, float, float]]) -> list[tuple[str, float, float]]:
+    """(track, start, end, flop) spans -> disjoint busy intervals per track (touching ones merged)."""
+    out: list[list] = []
+    for track, start, end, _ in sorted(spans):
+        if out and out[-1][0] == track and start <= out[-1][2]:
+            out[-1][2] = max(out[-1][2], end)
+        else:
+            out.append([track, start, end])
+    return [tuple(x) for x in out]
 
 
 class Layout:
@@ -65,16 +78,16 @@ class PhaseRun:
     """One phase on the cluster; `run()` is a SimPy generator returning the breakdown dict."""
 
     def __init__(self, sim, network, layout: Layout, plan: LayerPlan, layers_simulated: int | None = None,
-                 allreduce_algorithm: str = "auto", label: str = "") -> None:
+                 allreduce_algorithm: str = "auto") -> None:
         self.sim, self.network, self.layout, self.plan = sim, network, layout, plan
         self.layers_simulated = min(layers_simulated or plan.layers, plan.layers)
         self.allreduce_algorithm = allreduce_algorithm
-        self.label = label
         self.breakdown: dict[str, float] = defaultdict(float)
         self.ring_steps: list[dict] = []        # first layer, GPU (0, 0): per-step timing
         self._events: dict[tuple, object] = {}
         self._send_s: dict[int, float] = {}     # first layer, GPU (0, 0): duration of each ring send
         self._capture: dict[str, list] = {}      # node -> spans of the last simulated layer (for replay)
+        self._to_mirror: dict[str, list] = defaultdict(list)   # node -> spans not yet mirrored
         self._allreduce_steps: dict[int, list] = {}
 
     # ---- the phase ----------------------------------------------------------------------------
@@ -113,19 +126,25 @@ class PhaseRun:
             yield from self._timed(acc, "dense", self._on_group(devices, plan.ffn, layer))
             yield from self._timed(acc, "tp_allreduce", self._allreduce(c, layer))
             layer_s = self.sim.now - layer_start
+            self._flush_mirrors(devices)
         if rest:
             if acc is not None:
                 for key in list(acc):
                     acc[key] += rest * (acc[key] - before.get(key, 0.0))
-            captured = {d.node: self._capture.pop(d.node) for d in devices}
+            spans = {d.node: self._capture.pop(d.node) for d in devices}
+            captured = {node: _busy_intervals(s) for node, s in spans.items()}
             yield self._hold(devices, rest * layer_s)
             for d in devices:
+                for m in (d, *self.layout.mirrors(d)):
+                    m.flop_done += rest * sum(s[3] for s in spans[d.node])
                 for i in range(1, rest + 1):
                     shift = i * layer_s
-                    for track, name, start, end, nbytes, flop, category in captured[d.node]:
-                        self._record(d, track, f"L{k - 1 + i} {name} (replayed)", start + shift, end + shift,
-                                     nbytes, flop, category)
+                    for track, start, end in captured[d.node]:
+                        self._record(d, track, f"L{k - 1 + i} {track} (replayed)", start + shift, end + shift,
+                                     category="replayed" if track == "compute" else "comm")
+            self._flush_mirrors(devices)
         yield from self._timed(acc, "dense", self._on_group(devices, plan.final, plan.layers))
+        self._flush_mirrors(devices)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _timed(self, acc, key: str, event):
@@ -150,11 +169,11 @@ class PhaseRun:
             yield req
             for kern in kernels:
                 start = sim.now
-                yield sim.timeout(kern.duration_s)
+                yield sim.timeout(kern.duration_s * device.slowdown)     # slowdown: a straggler GPU
                 self._record(device, "compute", f"L{layer} {kern.name}", start, sim.now, kern.nbytes,
                              kern.flop, kern.category)
                 if acc is not None:
-                    acc[kern.category] += kern.duration_s
+                    acc[kern.category] += sim.now - start
 
     def _hold(self, devices, duration_s: float):
         """Keep the devices' streams busy while replayed layers run."""
@@ -166,19 +185,30 @@ class PhaseRun:
 
     def _record(self, device, track: str, name: str, start: float, end: float, nbytes: float = 0.0,
                 flop: float = 0.0, category: str = "") -> None:
-        """A span on `device` (busy counters too); mirrored GPUs reach the span observers only."""
-        sim = self.sim
-        sim.span(device.node, track, name, start, end, nbytes=nbytes, flop=flop, category=category)
+        """A span on `device` (busy counters too, and those of its mirrors)."""
+        self.sim.span(device.node, track, name, start, end, nbytes=nbytes, flop=flop, category=category)
         capture = self._capture.get(device.node)
         if capture is not None:
-            capture.append((track, name.split(" ", 1)[1], start, end, nbytes, flop, category))
+            capture.append((track, start, end, flop))
         mirrors = self.layout.mirrors(device)
         for d in (device, *mirrors):
             d.busy_s[track] += end - start
             d.flop_done += flop
-        for d in mirrors:
-            for observe in sim.recorder.observers:
-                observe(d.node, track, category, start, end, 1.0)
+        if mirrors:
+            self._to_mirror[device.node].append((track, start, end, flop))
+
+    def _flush_mirrors(self, devices) -> None:
+        """Show the span observers (energy) the merged busy intervals of `devices` on their mirrors."""
+        observers = self.sim.recorder.observers
+        for device in devices:
+            spans = self._to_mirror.pop(device.node, None)
+            if not spans or not observers:
+                continue
+            intervals = _busy_intervals(spans)
+            for mirror in self.layout.mirrors(device):
+                for track, start, end in intervals:
+                    for observe in observers:
+                        observe(mirror.node, track, "comm" if track == "comm" else "compute", start, end, 1.0)
 
     def _event(self, key: tuple):
         if key not in self._events:

@@ -26,10 +26,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
-from sim.models.transformer import (TensorShard, TransformerSpec, layer_elementwise_bytes, layer_gemms,
-                                    lm_head_gemm)
-from sim.workloads.ring_attention import (RingMessages, local_cached, padded_tokens, ring_messages,
-                                          step_keys_seen)
+from sim.models.transformer import (
+    TensorShard,
+    TransformerSpec,
+    layer_elementwise_bytes,
+    layer_gemms,
+    lm_head_gemm,
+)
+from sim.workloads.ring_attention import (
+    RingMessages,
+    local_cached,
+    padded_tokens,
+    ring_messages,
+    step_keys_seen,
+)
 
 
 @dataclass(frozen=True)

@@ -41,12 +41,12 @@ def padded_tokens(new_tokens: int, cp: int) -> int:
     """New tokens padded to a multiple of 2N (load-balanced chunks); unchanged when cp = 1."""
     if cp == 1:
         return new_tokens
-    return int(math.ceil(new_tokens / (2 * cp)) * 2 * cp)
+    return math.ceil(new_tokens / (2 * cp)) * 2 * cp
 
 
 def local_cached(cached_tokens: int, cp: int) -> int:
     """Cached (or decode-time) KV tokens held per CP rank: an even spread, rounded up."""
-    return int(math.ceil(cached_tokens / cp))
+    return math.ceil(cached_tokens / cp)
 
 
 def rank_chunks(rank: int, cp: int) -> tuple[int, int]:
