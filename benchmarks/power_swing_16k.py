@@ -9,6 +9,7 @@ from sim/energy.py exactly as in `dcsim run`; the swing is the largest change of
 within one second.
 
     python benchmarks/power_swing_16k.py [--nodes 2048] [--compute-s 2] [--bytes 1GiB] [--iterations 2]
+                                         [--plot power.png]
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def main() -> None:
     ap.add_argument("--bytes", default="1 GiB")
     ap.add_argument("--algorithm", default="tree")
     ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--plot", default=None, help="write the power-over-time PNG here")
     args = ap.parse_args()
     scenario = load_scenario(HERE / "scenarios" / "allreduce-16k-clos3.yaml",
                              [f"hardware.nodes={args.nodes}", "network_model=analytical"])
@@ -68,6 +70,9 @@ def main() -> None:
     print(f"energy {m['energy_j'] / 3.6e6:.3f} kWh, avg {m['avg_power_w'] / 1e6:.3f} MW, "
           f"peak {m['peak_power_w'] / 1e6:.3f} MW (bins of {m['power_bin_s']:.3g} s)")
     print(f"cluster_power_swing_w_per_s {m['cluster_power_swing_w_per_s'] / 1e6:.3f} MW")
+    if args.plot:
+        from sim.energy_plots import power_over_time
+        power_over_time(report, title=f"{len(group)}-GPU synthetic iteration", path=args.plot)
 
 
 if __name__ == "__main__":

@@ -128,10 +128,9 @@ class SpanActivity:
     def __call__(self, component: str, track: str, category: str, start_s: float, end_s: float,
                  units: float = 1.0) -> None:
         key = (component, track, category)
-        k = self._key_id.get(key)
+        k = self._key_id.get(key)                       # hot path: one dict lookup per span
         if k is None:
-            k = self._key_id[key] = len(self.keys)
-            self.keys.append(key)
+            k = self.key_id(key)
         self._buf_key.append(k)
         self._buf_start.append(start_s)
         self._buf_end.append(end_s)

@@ -62,12 +62,15 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    rows = [(k, _fmt(k, v)) for k, v in result.metrics.items()]
+    metrics = dict(result.metrics)
+    jobs = metrics.pop("jobs", None) if scenario.workloads is not None else None     # several jobs: one row each
+    rows = [(f"{j}.{k}", _fmt(k, v)) for j, m in (jobs or {}).items() for k, v in m.items()]
+    rows += [(k, _fmt(k, v)) for k, v in metrics.items()]
     rows += [("sim_time_s", _fmt("sim_time_s", result.sim_time_s)), ("wall_s", f"{result.wall_s:.3f} s"),
              ("events", str(result.events))]
     from sim.bottleneck import summary_rows
     rows += summary_rows(result.bottleneck)
-    _table(f"{scenario.name} ({scenario.workload.kind})", rows)
+    _table(f"{scenario.name} ({scenario.kind})", rows)
     if args.links:
         _links_table(result.links, args.links)
     if args.out:
@@ -103,7 +106,7 @@ def cmd_check(args) -> int:
     from sim.scenario import load_scenario
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
-    print(f"{args.scenario}: ok — {scenario.workload.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
+    print(f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
           f"network {scenario.network_model} ({hw.topology.kind})")
     return 0
 

@@ -5,7 +5,9 @@ Power model (each component: idle power all run long, plus a dynamic part driven
   while it only communicates, 0 otherwise (max = TDP, or the `power_cap`). Activity comes from the
   spans on the device (or on its host `h{i}` for host-level spans such as a trainer's step):
   category `comm` = communicating, `stall`/`idle`/`wait`/`fault` = nothing, anything else = compute.
-  Compute and comm spans are merged exactly per device, so overlap counts once.
+  A network transfer also makes both its sender and its receiver GPUs communicate from its start
+  until their last flow is delivered. Compute and comm are merged exactly per device (overlap
+  counts once, at compute power).
 - Host CPUs: idle + (max - idle) per core x busy cores: spans on track `cpu` of `h{i}`, `h{i}/cpu`
   or a pool host, each occupying `units` cores (Simulation.span's `units`, default 1). The
   core-seconds are exact; within a span burst they are spread evenly.
@@ -61,26 +63,33 @@ class EnergyMeter:
         self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
         cls, grp, coef = self.inv.link_coefficients()
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
-        self._flow_key = {node: self.spans.key_id((node, "flow", "comm")) for node in self.inv.device_index}
+        self._devices = pd.Index(list(self.inv.device_index))
+        self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
+        self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
     def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
         """A transfer's GPUs communicate from its start until each flow is delivered: sender and receiver."""
-        keys = self._flow_key
-        src = np.array([keys.get(n, -1) for n in srcs], dtype=np.int64)
-        dst = np.array([keys.get(n, -1) for n in dsts], dtype=np.int64)
-        ids, ends = np.r_[src, dst], np.r_[finish_s, finish_s]
-        ok = (ids >= 0) & (ends > start_s)
-        if ok.any():
-            self.spans.add_many(ids[ok], start_s, ends[ok])
+        row = self._device_row
+        rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
+                           count=len(srcs) + len(dsts))
+        ends = np.r_[finish_s, finish_s]
+        ok = rows >= 0
+        if not ok.any():
+            return
+        last = np.full(len(self._devices), -np.inf)            # all flows start together: one interval
+        np.maximum.at(last, rows[ok], ends[ok])                # per GPU, to its last flow's delivery
+        busy = np.flatnonzero(last > start_s)
+        if len(busy):
+            self.spans.add_many(self._flow_key[busy], start_s, last[busy])
 
     @classmethod
-    def attach(cls, sim, cluster, scenario) -> "EnergyMeter":
+    def attach(cls, sim, cluster, scenario) -> EnergyMeter:
         return cls(sim, cluster, scenario.hardware, scenario.workload.host_pools(scenario.hardware))
 
     # ---- after the run ------------------------------------------------------------------------
-    def report(self, duration_s: float) -> "PowerReport":
+    def report(self, duration_s: float) -> PowerReport:
         inv = self.inv
         if hasattr(self.network, "flush"):                 # flows still running at the end: bytes so far
             self.network.flush()

@@ -146,8 +146,10 @@ class Tally:
 class Replica:
     """One job history: a job process interrupted by its failure processes."""
 
-    def __init__(self, env: simpy.Environment, plan: CyclePlan, horizon_s: float) -> None:
+    def __init__(self, env: simpy.Environment, plan: CyclePlan, horizon_s: float, trace=None) -> None:
         self.env, self.plan, self.horizon_s = env, plan, horizon_s
+        self.trace = trace                # None, or trace(name, start_s, end_s, category): the phases as spans
+        self.down_cause = ""
         self.tally = Tally()
         self.uncommitted_s = 0.0          # compute since the last durable checkpoint
         self.pending: tuple[float, float] | None = None    # async: (compute it covers, durable at)
@@ -188,14 +190,13 @@ class Replica:
                 if self.pending is not None:      # async: the snapshot waits for the previous write
                     wait_s = max(0.0, self.pending[1] - (env.now + plan.compute_s))
                 yield env.timeout(plan.compute_s + wait_s + plan.stall_s)
-                self._end_cycle(wait_s)
+                self._end_cycle()
             except simpy.Interrupt as intr:
                 self._on_failure(intr.cause)
 
-    def _end_cycle(self, wait_s: float) -> None:
+    def _end_cycle(self) -> None:
         plan, tally, now = self.plan, self.tally, self.env.now
-        tally.compute_s += plan.compute_s
-        tally.checkpoint_s += wait_s + plan.stall_s
+        self._account_cycle(now - self.phase_start)
         tally.checkpoints += 1
         self.uncommitted_s += plan.compute_s
         if plan.mode == "blocking":
@@ -213,6 +214,23 @@ class Replica:
         drained = min(elapsed, self.drain_s)
         self.tally.checkpoint_s += drained
         self.tally.recovery_s += elapsed - drained
+        self._mark(self.phase_start, drained, elapsed, ("drain checkpoint", "checkpoint"),
+                   (f"down: {self.down_cause}", "fault"))
+
+    def _account_cycle(self, elapsed: float) -> float:
+        computed = min(elapsed, self.plan.compute_s)
+        self.tally.compute_s += computed
+        self.tally.checkpoint_s += elapsed - computed
+        self._mark(self.phase_start, computed, elapsed, ("iterations", "compute"), ("checkpoint", "checkpoint"))
+        return computed
+
+    def _mark(self, start: float, split: float, elapsed: float, first: tuple, second: tuple) -> None:
+        """Spans of a phase: (name, category) `first` over [start, start + split], `second` after it."""
+        if self.trace is not None:
+            if split > 0:
+                self.trace(first[0], start, start + split, first[1])
+            if elapsed > split:
+                self.trace(second[0], start + split, start + elapsed, second[1])
 
     def _partial(self, now: float) -> None:
         """Account the phase in progress up to `now` (a failure or the horizon cut it)."""
@@ -220,10 +238,7 @@ class Replica:
         if self.phase == "down":
             self._account_down(elapsed)
             return
-        computed = min(elapsed, self.plan.compute_s)
-        self.tally.compute_s += computed
-        self.tally.checkpoint_s += elapsed - computed
-        self.uncommitted_s += computed
+        self.uncommitted_s += self._account_cycle(elapsed)
 
     def _on_failure(self, cause: FailureCause) -> None:
         """Stop: account what ran, lose the uncheckpointed work (unless planned), set the downtime."""
@@ -231,6 +246,7 @@ class Replica:
         self._partial(now)
         self._durable_check(now)
         tally.by_cause[cause.cause] = tally.by_cause.get(cause.cause, 0) + 1
+        self.down_cause = cause.cause
         if cause.planned:                         # drain: write a checkpoint first, nothing lost
             tally.planned += 1
             self.drain_s = plan.write_s + (plan.stall_s if plan.mode == "async" else 0.0)

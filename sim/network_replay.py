@@ -38,17 +38,22 @@ class Trajectory:
     duration_s: float = 0.0
     valid: bool = True
     row_of_flow: np.ndarray = field(init=False)
+    seen: np.ndarray = field(init=False)   # per flow: was active at some snapshot (so gone = finished)
 
     def __post_init__(self) -> None:
         self.row_of_flow = np.zeros(int(self.routed.flow.max()) + 1 if len(self.routed.flow) else 0, dtype=np.int64)
         self.row_of_flow[self.routed.flow] = np.arange(len(self.routed.flow))
+        self.seen = np.zeros(len(self.nbytes), dtype=bool)
 
     def snapshot(self, now: float, rows_flow: np.ndarray, rows_remaining: np.ndarray,
                  link_bytes: np.ndarray, busy_s: np.ndarray) -> None:
         """Record the state at `now`; rows_* are this group's active rows (flow index, bytes left)."""
         offset = now - self.start_s
-        remaining = np.where(self.arrival_offset > offset, self.nbytes, 0.0)
-        remaining[self.row_of_flow[rows_flow]] = rows_remaining
+        rows = self.row_of_flow[rows_flow]
+        self.seen[rows] = True
+        # not active: finished if it was active before, else still to be admitted (arriving now or later)
+        remaining = np.where(self.seen, 0.0, self.nbytes)
+        remaining[rows] = rows_remaining
         self.offsets.append(offset)
         self.remaining.append(remaining)
         changed = np.flatnonzero((link_bytes != self.base_link_bytes) | (busy_s != self.base_busy_s))

@@ -23,7 +23,8 @@ Metrics (means over replicas, with `_std`, `_ci95` and `_per_replica` for the ke
 `checkpoint_write_s`, `checkpoint_stall_s`, `restore_s`, `checkpoint_interval_s`,
 `job_mtbf_s` (unexpected failures), `expected_interruptions` (rate x horizon),
 `young_daly_interval_s` = sqrt(2 x stall x MTBF), `daly_interval_s`, and with compare_intervals
-`interval_scan` (one row per interval) and `best_checkpoint_interval_s`.
+`interval_scan` (one row per interval; `delta_vs_best` and its standard error are paired over the
+replicas' shared failure histories) and `best_checkpoint_interval_s`.
 """
 from __future__ import annotations
 
@@ -141,8 +142,11 @@ def simulate(sim, cluster, config: Config):
         plan = CyclePlan(iteration_s, iterations_for(interval, iteration_s), stall_s, write_s, restore_s,
                          config.restart.detection, config.restart.restart, config.checkpoint.mode)
         runs[interval] = []
-        for history in histories:
-            replica = Replica(sim.env, plan, horizon)
+        for k, history in enumerate(histories):
+            traced = interval == main_interval and k == 0      # replica 0's phases as spans (trace, timeline)
+            trace = (lambda name, t0, t1, cat: sim.span("job", "replica 0", name, t0, t1, category=cat)) \
+                if traced else None
+            replica = Replica(sim.env, plan, horizon, trace)
             for cause, times in zip(config.faults, history):
                 replica.add_cause(cause, times)
             runs[interval].append(replica)
@@ -163,6 +167,10 @@ def simulate(sim, cluster, config: Config):
     if len(intervals) > 1:
         scan = [_scan_row(tallies[i], i, iteration_s, horizon) for i in sorted(intervals)]
         best = max(scan, key=lambda row: row["effective_training_time_fraction"])
+        best_eff = np.array(_fractions(tallies[best["interval_s"]], horizon))
+        for row in scan:             # paired over replicas (same failure histories): much tighter than the sems
+            delta = _summary(np.array(_fractions(tallies[row["interval_s"]], horizon)) - best_eff)
+            row["delta_vs_best"], row["delta_vs_best_sem"] = delta["mean"], delta["sem"]
         metrics["interval_scan"] = scan
         metrics["best_checkpoint_interval_s"] = best["checkpoint_interval_s"]
         metrics["best_effective_training_time_fraction"] = best["effective_training_time_fraction"]
