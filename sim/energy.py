@@ -65,24 +65,54 @@ class EnergyMeter:
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
         self._devices = pd.Index(list(self.inv.device_index))
         self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
+        self._rows_cache: dict[int, tuple] = {}
+        self._open_start = np.zeros(len(self._devices))               # per GPU: open comm interval
+        self._open_end = np.full(len(self._devices), -np.inf)
         self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
     def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
-        """A transfer's GPUs communicate from its start until each flow is delivered: sender and receiver."""
-        row = self._device_row
-        rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
-                           count=len(srcs) + len(dsts))
-        ends = np.r_[finish_s, finish_s]
-        ok = rows >= 0
-        if not ok.any():
+        """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
+        is delivered, as GPUs inside one collective step wait for each other.
+
+        Intervals that continue a GPU's open interval (the next step of a collective starting when
+        the last one ended) extend it instead of adding a new one, so a 16K-GPU ring all-reduce keeps
+        one interval per GPU rather than 32K."""
+        cached = self._rows_cache.get(id(srcs))          # repeated collective steps reuse their lists
+        if cached is not None and cached[0] is srcs and cached[1] is dsts:
+            _, _, uniq, order, bounds = cached
+        else:
+            row = self._device_row
+            rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
+                               count=len(srcs) + len(dsts))
+            order = np.flatnonzero(rows >= 0)
+            order = order[np.argsort(rows[order], kind="stable")]
+            sorted_rows = rows[order]
+            bounds = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]]) if len(order) else order
+            uniq = sorted_rows[bounds] if len(order) else order
+            if len(srcs) > 64:
+                self._rows_cache[id(srcs)] = (srcs, dsts, uniq, order, bounds)
+        if not len(order):
             return
-        last = np.full(len(self._devices), -np.inf)            # all flows start together: one interval
-        np.maximum.at(last, rows[ok], ends[ok])                # per GPU, to its last flow's delivery
-        busy = np.flatnonzero(last > start_s)
-        if len(busy):
-            self.spans.add_many(self._flow_key[busy], start_s, last[busy])
+        end_s = float(np.max(finish_s))
+        if not end_s > start_s:
+            return
+        # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
+        rows, last = uniq, np.full(len(uniq), end_s)
+        open_end = self._open_end[rows]
+        fresh = start_s > open_end * (1 + 1e-12) + 1e-15       # does not continue the open interval
+        closing = rows[fresh & np.isfinite(open_end)]
+        if len(closing):
+            self.spans.add_many(self._flow_key[closing], self._open_start[closing], self._open_end[closing])
+        self._open_start[rows[fresh]] = start_s
+        self._open_end[rows] = np.maximum(open_end, last)
+
+    def _close_open_intervals(self) -> None:
+        rows = np.flatnonzero(np.isfinite(self._open_end))
+        if len(rows):
+            self.spans.add_many(self._flow_key[rows], self._open_start[rows], self._open_end[rows])
+        self._open_end[:] = -np.inf
 
     @classmethod
     def attach(cls, sim, cluster, scenario) -> EnergyMeter:
@@ -97,6 +127,7 @@ class EnergyMeter:
             bins.fit(duration_s)
         fine = AdaptiveBins(len(CLASSES), FINE_BINS, self.fine.width_s)
         coarse = AdaptiveBins(len(inv.groups), COARSE_BINS, self.coarse.width_s)
+        self._close_open_intervals()
         key_ids, start, end = self.spans.intervals()        # disjoint per (component, track, category)
         targets = [self._target(k) for k in self.spans.keys]
         active = self._active_groups(targets)

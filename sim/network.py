@@ -120,8 +120,8 @@ class Network:
         self.sim = sim
         self.topology = topology
         self.ecmp = ecmp
-        self.link_bytes = np.zeros(topology.num_links)
-        self.link_busy_s = np.zeros(topology.num_links)
+        self._link_bytes = np.zeros(topology.num_links)
+        self._link_busy_s = np.zeros(topology.num_links)
         self.bytes_sent = 0.0
         self.bytes_delivered = 0.0
         self.flows_started = 0
@@ -133,6 +133,21 @@ class Network:
         # id(step) -> (step, srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[int, tuple] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes carried per link so far."""
+        self._settle()
+        return self._link_bytes
+
+    @property
+    def link_busy_s(self) -> np.ndarray:
+        """Seconds each link carried traffic so far."""
+        self._settle()
+        return self._link_busy_s
+
+    def _settle(self) -> None:
+        """Apply deferred accounting (the flow backend batches replayed steps)."""
 
     # ---- routing -------------------------------------------------------------------------
     def paths_for(self, src: str, dst: str) -> list[tuple[int, ...]]:
@@ -296,8 +311,8 @@ class AnalyticalNetwork(Network):
         t_bw = np.where(nonempty, routed.nbytes / bottleneck, 0.0)
         per_sub = routed.latency + t_bw
         link_of = routed.flat
-        np.add.at(self.link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))
-        np.add.at(self.link_busy_s, link_of, np.repeat(t_bw, routed.lengths))
+        np.add.at(self._link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))
+        np.add.at(self._link_busy_s, link_of, np.repeat(t_bw, routed.lengths))
         for observer in self.traffic_observers:
             t0 = group.start_s + routed.latency
             observer.on_subflows(t0, t0 + t_bw, routed.flat, routed.lengths, routed.nbytes)
@@ -340,6 +355,7 @@ class FlowNetwork(Network):
         self._trajectories: dict[int, Trajectory] = {}    # id(step) -> recorded trajectory
         self._recording: Trajectory | None = None
         self._replay: tuple | None = None                 # (gid, group, trajectory, token)
+        self._deferred: list | None = None                # [trajectory, count, t0, t1] of back-to-back replays
 
     @property
     def active_flows(self) -> int:
@@ -373,8 +389,9 @@ class FlowNetwork(Network):
             if trajectory is not None:
                 self._start_replay(gid, group, trajectory)
                 return
+            self._settle()
             self._recording = Trajectory(key, gid, self.sim.now, routed.nbytes, routed.latency, routed,
-                                         self.link_bytes.copy(), self.link_busy_s.copy())
+                                         self._link_bytes.copy(), self._link_busy_s.copy())
         for latency in np.unique(routed.latency):
             part = _select(routed, routed.latency == latency)
             self._seq += 1
@@ -397,7 +414,7 @@ class FlowNetwork(Network):
         if self._recording is not None and self._recording.valid:
             rec = self._recording
             mine = self._group == rec.gid
-            rec.snapshot(self.sim.now, self._flow[mine], self._remaining[mine], self.link_bytes, self.link_busy_s)
+            rec.snapshot(self.sim.now, self._flow[mine], self._remaining[mine], self._link_bytes, self._link_busy_s)
         self._finish_done()
         self._admit_due()
         self._recompute()
@@ -406,6 +423,7 @@ class FlowNetwork(Network):
     def flush(self) -> None:
         """Account the bytes moved since the last rate change up to now (e.g. when a run ends mid-flow)."""
         self._advance()
+        self._settle()
 
     def _advance(self) -> None:
         now = self.sim.now
@@ -416,8 +434,8 @@ class FlowNetwork(Network):
         moved = self._rate * dt
         self._remaining = np.maximum(self._remaining - moved, 0.0)
         delta = self._matrix @ moved
-        self.link_bytes += delta
-        self.link_busy_s[self._used] += dt
+        self._link_bytes += delta
+        self._link_busy_s[self._used] += dt
         for observer in self.traffic_observers:
             observer.on_links(now - dt, now, delta)
 
@@ -474,13 +492,25 @@ class FlowNetwork(Network):
             return
         gid, group, trajectory, _ = self._replay
         self._replay = None
-        link_bytes, busy = trajectory.totals(self._num_links)
-        self._account(group.start_s, self.sim.now, link_bytes, busy)
+        d = self._deferred
+        if d is not None and d[0] is trajectory and d[3] == group.start_s:
+            d[1] += 1                                     # back-to-back replays: account them at once
+            d[3] = self.sim.now
+        else:
+            self._settle()
+            self._deferred = [trajectory, 1, group.start_s, self.sim.now]
         self._finish_group(gid)
 
+    def _settle(self) -> None:
+        if self._deferred is not None:
+            trajectory, count, t0, t1 = self._deferred
+            self._deferred = None
+            link_bytes, busy = trajectory.totals(self._num_links)
+            self._account(t0, t1, link_bytes * count, busy * count)
+
     def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:
-        self.link_bytes += link_bytes
-        self.link_busy_s += busy
+        self._link_bytes += link_bytes
+        self._link_busy_s += busy
         for observer in self.traffic_observers:
             observer.on_links(t0, t1, link_bytes)
 

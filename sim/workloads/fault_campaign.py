@@ -40,6 +40,7 @@ from hardware_models.units import BytesPerS, Seconds
 from sim.errors import ScenarioError
 from sim.faults import (Checkpoint, CyclePlan, FailureCause, Replica, Restart, daly_s, failure_times,
                         iterations_for, young_daly_s)
+from sim.network import FlowNetwork
 from sim.workloads.base import WorkloadBase
 
 POOL = "ckpt-storage"
@@ -101,6 +102,8 @@ def measure_io(sim, cluster, config: Config):
     per_gpu = config.checkpoint.total_bytes(cluster.num_gpus) / cluster.num_gpus
     servers = cluster.topology.pools[POOL]
     net = cluster.network
+    if not isinstance(net, FlowNetwork):      # storage I/O is bandwidth sharing: always flows, even at scale
+        net = FlowNetwork(sim, cluster.topology, cluster.hardware.topology.ecmp)
     to_storage = [(d.node, servers[i % len(servers)], per_gpu) for i, d in enumerate(cluster.devices)]
     snapshot_s = 0.0
     if config.checkpoint.mode == "async":
