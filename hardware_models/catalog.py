@@ -8,6 +8,7 @@ Nested mappings (`peak`, `efficiency`, `power`) merge key by key with the base.
 """
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -45,7 +46,7 @@ def raw_entry(section: str, name: str) -> dict[str, Any]:
     entries = _raw_section(section)
     if name not in entries:
         raise ValueError(f"unknown {section} {name!r}; catalog has: {', '.join(sorted(entries))}")
-    return dict(entries[name])
+    return copy.deepcopy(entries[name])          # the section is cached: a caller must not change it
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -62,8 +63,15 @@ def _load_file(path: str) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"file {path!r} not found")
-    with open(p) as f:
-        data = yaml.safe_load(f)
+    try:
+        with open(p) as f:
+            data = yaml.safe_load(f)
+    except yaml.YAMLError as exc:         # pydantic turns ValueErrors (only) into one-line errors
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ValueError(f"file {path!r} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read file {path!r}: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"file {path!r} does not hold a spec mapping")
     data.setdefault("name", p.stem)

@@ -37,6 +37,7 @@ pair. `routes(src, dst)` returns equal-cost paths as tuples of link ids.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -44,6 +45,7 @@ from typing import Literal
 import networkx as nx
 import numpy as np
 from pydantic import Field, model_validator
+from scipy.sparse.csgraph import shortest_path
 
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
@@ -119,6 +121,7 @@ class Topology:
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: object = None
+    _hops: dict = field(default_factory=dict)       # switch -> hop distances to every switch (lazy)
 
     def route_batch(self, srcs: list[str], dsts: list[str]):
         """Routes of many pairs at once (hardware_models.routing.RoutedFlows), or None if some
@@ -167,17 +170,57 @@ class Topology:
     def path_latency_s(self, path: tuple[int, ...]) -> float:
         return float(self.latency[list(path)].sum()) if path else 0.0
 
+    def _hop_distances(self, node: str) -> np.ndarray:
+        """Hops from `node` to every switch (breadth-first search in scipy): all pairs at once for up
+        to 2,048 switches (<= 32 MiB), else one cached row per switch."""
+        if "adjacency" not in self._hops:
+            order = list(self._switch_graph.nodes)
+            adjacency = nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr")
+            self._hops.update(adjacency=adjacency, index={n: i for i, n in enumerate(order)}, order=order,
+                              all=shortest_path(adjacency, unweighted=True, directed=False)
+                              if len(order) <= 2048 else None)
+        i = self._hops["index"][node]
+        if self._hops["all"] is not None:
+            return self._hops["all"][i]
+        if node not in self._hops:
+            self._hops[node] = shortest_path(self._hops["adjacency"], unweighted=True, directed=False, indices=i)
+        return self._hops[node]
+
+    def _few_shortest_paths(self, a: str, b: str) -> list[tuple[int, ...]] | None:
+        """All shortest switch paths a -> b as link-id tuples, or None if there are more than max_paths
+        (the same set networkx enumerates, found from cached hop distances: fast for many pairs)."""
+        from_a, to_b = self._hop_distances(a), self._hop_distances(b)
+        length = from_a[self._hops["index"][b]]
+        if not np.isfinite(length):
+            raise nx.NetworkXNoPath(f"no path between {a} and {b}")
+        adj, order, index = self._hops["adjacency"], self._hops["order"], self._hops["index"]
+        paths: list[tuple[int, ...]] = []
+        stack = [(index[a], ())]
+        while stack:
+            i, links = stack.pop()
+            if order[i] == b:
+                paths.append(links)
+                if len(paths) > self.max_paths:
+                    return None
+                continue
+            for n in adj.indices[adj.indptr[i]:adj.indptr[i + 1]]:
+                if from_a[n] == from_a[i] + 1 and from_a[n] + to_b[n] == length:
+                    stack.append((n, links + (self._edge_id[(order[i], order[n])],)))
+        return paths
+
     def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
         key = (a, b)
         if key not in self._switch_paths:
             if a == b:
                 paths = [()]
             else:
-                paths = []
-                for nodes in nx.all_shortest_paths(self._switch_graph, a, b):
-                    paths.append(tuple(self._edge_id[(u, v)] for u, v in zip(nodes, nodes[1:])))
-                    if len(paths) >= self.max_paths:
-                        break
+                paths = self._few_shortest_paths(a, b)
+                if paths is None:           # more than max_paths: networkx's enumeration picks which
+                    paths = []
+                    for nodes in nx.all_shortest_paths(self._switch_graph, a, b):
+                        paths.append(tuple(self._edge_id[(u, v)] for u, v in zip(nodes, nodes[1:])))
+                        if len(paths) >= self.max_paths:
+                            break
                 paths.sort()
             self._switch_paths[key] = paths
         return self._switch_paths[key]
@@ -275,21 +318,26 @@ def check_shape(spec: TopologySpec, nodes: int, gpus_per_node: int) -> None:
     """Raise ValueError if the topology cannot hold `nodes` hosts of `gpus_per_node` devices."""
     if spec.kind == "fat-tree":
         per_leaf = spec.hosts_per_leaf or min(nodes, max(1, 16 // gpus_per_node))
-        _host_groups(nodes, per_leaf, "leaves")
+        _check_divides(nodes, per_leaf, "leaves")
     elif spec.kind == "clos3":
         if spec.gpus_per_tor % gpus_per_node or spec.gpus_per_pod % spec.gpus_per_tor:
             raise ValueError(f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node "
                              f"{gpus_per_node} and divide gpus_per_pod {spec.gpus_per_pod}")
-        _host_groups(nodes, spec.gpus_per_tor // gpus_per_node, "ToRs")
+        _check_divides(nodes, spec.gpus_per_tor // gpus_per_node, "ToRs")
     elif spec.kind in ("ring", "torus"):
         dims = spec.dims or [nodes]
-        if int(np.prod(dims)) != nodes:
-            raise ValueError(f"{spec.kind} dims {dims} hold {int(np.prod(dims))} hosts, cluster has {nodes}")
+        if math.prod(dims) != nodes:                # Python ints: np.prod would overflow silently
+            raise ValueError(f"{spec.kind} dims {dims} hold {math.prod(dims)} hosts, cluster has {nodes}")
+
+
+def _check_divides(n: int, size: int, what: str) -> None:
+    """Load-time shape check: arithmetic only (a huge `nodes` must not build anything here)."""
+    if n % size:
+        raise ValueError(f"{n} hosts do not divide into {what} of {size}")
 
 
 def _host_groups(n: int, size: int, what: str) -> list[range]:
-    if n % size:
-        raise ValueError(f"{n} hosts do not divide into {what} of {size}")
+    _check_divides(n, size, what)
     return [range(i, i + size) for i in range(0, n, size)]
 
 
@@ -392,7 +440,10 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
     if not path.is_file():
         raise ValueError(f"topology file {spec.file!r} not found")
     if path.suffix.lower() in (".graphml", ".xml"):
-        g = nx.read_graphml(path)
+        try:
+            g = nx.read_graphml(path)
+        except Exception as exc:  # noqa: BLE001 - XML ParseError, NetworkXError, KeyError...: all "bad file"
+            raise ValueError(f"{path}: not a readable GraphML file ({type(exc).__name__}: {exc})") from None
     else:
         g = nx.Graph()
         for lineno, line in enumerate(path.read_text().splitlines(), 1):
@@ -405,15 +456,23 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
             if len(parts) > 3:
                 attrs["latency"] = parts[3]
             g.add_edge(parts[0], parts[1], **attrs)
+    g = nx.relabel_nodes(g, str)
+    if g.number_of_edges() == 0:
+        raise ValueError(f"{path}: the graph has no edges")
     for u, v, data in g.edges(data=True):
         if "bandwidth" not in data:
             raise ValueError(f"{path}: edge {u}-{v} has no bandwidth")
-        cap = parse_quantity(str(data["bandwidth"]).replace("_", " ") if isinstance(data["bandwidth"], str)
-                             else data["bandwidth"], "bytes_per_s")
-        lat = parse_quantity(data.get("latency", spec.switch_latency), "seconds")
-        b.switches.update((str(u), str(v)))
-        b.duplex(str(u), str(v), cap, "fabric", lat, lat)
-    attach = spec.hosts or sorted(str(n) for n in g.nodes if g.degree(n) == 1)
+        try:
+            cap = parse_quantity(str(data["bandwidth"]).replace("_", " ") if isinstance(data["bandwidth"], str)
+                                 else data["bandwidth"], "bytes_per_s")
+            lat = parse_quantity(data.get("latency", spec.switch_latency), "seconds")
+        except ValueError as exc:
+            raise ValueError(f"{path}: edge {u}-{v}: {exc}") from None
+        if cap <= 0 or lat < 0 or u == v:
+            raise ValueError(f"{path}: edge {u}-{v} needs two distinct nodes, bandwidth > 0 and latency >= 0")
+        b.switches.update((u, v))
+        b.duplex(u, v, cap, "fabric", lat, lat)
+    attach = spec.hosts or sorted(n for n in g.nodes if g.degree(n) == 1)
     if len(attach) < len(hosts):
         raise ValueError(f"graph {path} offers {len(attach)} host attachment nodes, cluster has {len(hosts)} hosts")
     for h, devs in enumerate(hosts):
@@ -421,7 +480,11 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
             raise ValueError(f"graph {path} has no node {attach[h]!r}")
         for d in devs:
             b.endpoint(d, attach[h], nic)
-    return sorted(b.switches)[:1]
+    reachable = nx.node_connected_component(g.to_undirected(as_view=True), attach[0])
+    apart = [a for a in attach[:len(hosts)] if a not in reachable]
+    if apart:
+        raise ValueError(f"graph {path}: host attachment node {apart[0]!r} is not connected to {attach[0]!r}")
+    return sorted(reachable)[:1]
 
 
 _BUILDERS = {

@@ -53,7 +53,12 @@ def cmd_run(args) -> int:
     from sim.scenario import load_scenario
     scenario = load_scenario(args.scenario, args.set)
     from sim.progress import progress_enabled
-    result = run(scenario, progress=progress_enabled(args.quiet or args.json))
+    from sim.estimate import DEFAULT_LIMITS
+    try:
+        result = run(scenario, progress=progress_enabled(args.quiet or args.json),
+                     limits=None if args.no_limits else DEFAULT_LIMITS)
+    except ScenarioError as err:
+        raise err.with_file(args.scenario) from None
     if args.out:
         from sim.output import write_run
         from sim.trace import parse_window
@@ -108,6 +113,13 @@ def cmd_check(args) -> int:
     hw = scenario.hardware
     print(f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
           f"network {scenario.network_model} ({hw.topology.kind})")
+    from sim.estimate import enforce
+    try:
+        est = enforce(scenario)                  # exit 2 with the estimate if `run` would refuse it
+    except ScenarioError as err:
+        raise err.with_file(args.scenario) from None
+    for line in est.lines():
+        print(line)
     return 0
 
 
@@ -167,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.add_argument("--links", type=int, default=0, metavar="N", help="also print the N busiest links")
     r.add_argument("--quiet", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
+    r.add_argument("--no-limits", action="store_true", help="run even if the cost estimate exceeds the limits "
+                   "(sim/estimate.py: 8 GiB, 1e9 events or simulated flows)")
     r.add_argument("--trace-window", metavar="START:END", help="trace.json keeps spans starting in this "
                    "simulated-time window, e.g. 0:2ms (cap on recorded spans: --set trace_limit=N)")
     r.set_defaults(func=cmd_run)

@@ -12,7 +12,7 @@ least `rate`, `expected_distinct(n, lo, hi)` the distinct rows among n accesses 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -300,15 +300,23 @@ class Network:
 
 
 class AnalyticalNetwork(Network):
-    """Alpha-beta transfers without contention: latency + bytes / bottleneck capacity per path."""
+    """Alpha-beta transfers without contention between transfers: latency + bytes / bandwidth.
+
+    Within one transfer call (a collective step) the flows that share a link are serialised on it:
+    a flow takes latency + max over its links of (the call's bytes on that link / capacity). For a
+    ring step (one flow per link) that is bytes / bottleneck; for an all-to-all step it is the
+    classic (n-1)/n * S / B of the sender's NIC."""
 
     def _start(self, group: _Group, routed: _Routed, key: object) -> None:
         starts = np.concatenate([[0], np.cumsum(routed.lengths)])
-        bottleneck = np.full(len(routed.lengths), np.inf)
+        capacity = self.topology.capacity
+        load = np.bincount(routed.flat, weights=np.repeat(routed.nbytes, routed.lengths), minlength=len(capacity))
+        slowest = np.zeros(len(routed.lengths))
         nonempty = routed.lengths > 0
         if nonempty.any():
-            bottleneck[nonempty] = np.minimum.reduceat(self.topology.capacity[routed.flat], starts[:-1][nonempty])
-        t_bw = np.where(nonempty, routed.nbytes / bottleneck, 0.0)
+            per_entry = load[routed.flat] / capacity[routed.flat]
+            slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
+        t_bw = np.where(nonempty, slowest, 0.0)
         per_sub = routed.latency + t_bw
         link_of = routed.flat
         np.add.at(self._link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))

@@ -8,9 +8,11 @@ rows in a host tier behind an HBM cache of `cache_rows` (`uvm_cache`).
 `CostModel.traffic(shard, lookups)` turns a shard into the memory accesses of one iteration (used by
 the simulation as the kernels' traffic, and by the planners' estimates):
 - forward (TBE lookup): each lookup reads one row on the tier that holds it (share of lookups per
-  tier from the Zipf law), plus index reads and the pooled-output writes in HBM; with a cache,
-  every lookup reads HBM and each miss first reads the row and its optimizer state from the host
-  tier and writes an evicted dirty one back;
+  tier from the Zipf law), plus index reads and the pooled-output writes in HBM; with a cache
+  (`sharding.cache_policy`, a placement policy of sim/memory_policies.py: hit and promotion rates
+  in steady state), each promoted miss reads the row and its optimizer state from the host tier,
+  writes an evicted dirty one back and is then read from HBM (LRU promotes every miss); misses a
+  sampled policy does not promote are read in place from the host tier;
 - backward + sparse optimizer (fused, as FBGEMM): read the pooled-output gradients, sort indices,
   and for each distinct row touched read and write the row and its optimizer state on its tier;
   a data-parallel replica instead gets a dense fp32 gradient (all-reduced with the dense model)
@@ -35,7 +37,7 @@ import numpy as np
 
 from hardware_models.gpu import DTYPE_BYTES
 from hardware_models.topology import tier_read_capacity
-from sim.memory import Access, ZipfRows, cache_policy, hbm_tier
+from sim.memory import Access, StaticPlacement, ZipfRows, hbm_tier, placement_policy
 from sim.models.dlrm import Table
 
 SCHEMES = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
@@ -99,7 +101,8 @@ class CostModel:
         self.tiers = {t.name: t for t in hardware.memory_tiers}
         self.index_bytes = INDEX_BYTES[config.index_dtype]
         self.pooled_bytes = DTYPE_BYTES[config.pooled_dtype]
-        self.cache = cache_policy(config.sharding.cache_policy)
+        self.cache = placement_policy(config.sharding.cache_policy)   # the HBM cache (uvm_cache)
+        self.pinned = StaticPlacement("hottest")                      # hottest rows first over tiers
 
     # ---- sizes ---------------------------------------------------------------------------------
     def row_bytes(self, shard: Shard) -> float:
@@ -148,7 +151,7 @@ class CostModel:
     def region_shares(self, shard: Shard) -> list[tuple[str, float]]:
         if shard.cache_rows:
             return [("hbm", 1.0)]
-        return [(t, shard.dist.cdf(hi) - shard.dist.cdf(lo)) for t, lo, hi in self.regions(shard)]
+        return [(t, self.pinned.share(shard.dist, lo, hi)) for t, lo, hi in self.regions(shard)]
 
     def traffic(self, shard: Shard, lookups: float | None = None,
                 region_lookups: list[float] | None = None) -> Traffic:
@@ -165,8 +168,11 @@ class CostModel:
         if shard.cache_rows:
             tier = next(iter(shard.tier_rows))
             misses = lookups * (1.0 - self.cache.hit_rate(shard.dist, shard.cache_rows))
-            fwd += [Access("hbm", lookups, row), Access(tier, misses, stored), Access(tier, misses, stored, write=True),
-                    Access("hbm", misses, stored, write=True)]
+            fills = min(misses, lookups * self.cache.promotion_rate(shard.dist, shard.cache_rows))
+            fwd += [Access("hbm", lookups - misses + fills, row), Access(tier, fills, stored),
+                    Access(tier, fills, stored, write=True), Access("hbm", fills, stored, write=True)]
+            if misses > fills:          # misses the policy does not promote are read in place (UVM)
+                fwd.append(Access(tier, misses - fills, row))
             distinct = shard.dist.expected_distinct(lookups)
             bwd += [Access("hbm", distinct, stored), Access("hbm", distinct, stored, write=True)]
             return Traffic(fwd, bwd, fwd_extra, bwd_extra)

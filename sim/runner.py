@@ -29,6 +29,8 @@ from sim.energy import EnergyMeter, PowerReport
 from sim.engine import Simulation
 from sim.progress import drive
 from sim.errors import ScenarioError
+from sim.estimate import DEFAULT_LIMITS, Limits, enforce
+from sim.provenance import profile
 from sim.scenario import Scenario
 from sim.workloads import module_for
 
@@ -101,7 +103,6 @@ class RunResult:
                                           self.sim.recorder.dropped))
 
     def summary(self) -> dict:
-        gpu = self.scenario.hardware.gpu
         return {
             "scenario": self.scenario.name,
             "kind": self.scenario.kind,
@@ -111,13 +112,15 @@ class RunResult:
             "events": self.events,
             "dcsim_version": dcsim_version(),
             "scenario_sha256": scenario_sha256(self.scenario),
-            "profile": gpu.name,
+            "profile": profile(self.scenario),         # sim/provenance.py: profile entry/file, calibrated
             "bottleneck": self.bottleneck,
         }
 
 
-def run(scenario: Scenario, progress: bool = False) -> RunResult:
-    """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs)."""
+def run(scenario: Scenario, progress: bool = False, limits: Limits | None = DEFAULT_LIMITS) -> RunResult:
+    """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs). A scenario
+    whose estimated cost exceeds `limits` is refused first (sim/estimate.py; None: no limits)."""
+    enforce(scenario, limits)
     if scenario.workloads is not None:            # several jobs sharing the cluster
         from sim.tenancy import run_jobs
         return run_jobs(scenario, progress)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from hardware_models import catalog
 from hardware_models.gpu import DeviceSpec
@@ -42,13 +43,16 @@ def _resolve_paths(section: str, value: Any, info: ValidationInfo) -> Any:
         candidate = Path(base_dir) / value
         if candidate.is_file():
             value = str(candidate)
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")) and isinstance(info.context, dict):
+        info.context.setdefault("spec_files", {})[info.field_name] = str(Path(value).resolve())   # provenance
     return catalog.raw_spec(section, value)
 
 
 class HardwareConfig(Config):
     gpu: DeviceSpec = Field(default_factory=lambda: catalog.device("h100-sxm"))
-    gpus_per_node: int = Field(8, ge=1)
-    nodes: int = Field(1, ge=1)
+    # upper bounds: load-time checks stay cheap; far below them sim/estimate.py refuses what would not fit
+    gpus_per_node: int = Field(8, ge=1, le=4096)
+    nodes: int = Field(1, ge=1, le=1_000_000)
     scale_up: LinkSpec = Field(default_factory=lambda: catalog.link("nvlink4"))
     nic: LinkSpec = Field(default_factory=lambda: catalog.link("cx7-400g-rdma"))
     host_link: LinkSpec = Field(default_factory=lambda: catalog.link("pcie5-x16"),
@@ -125,6 +129,7 @@ class Scenario(Config):
     workloads: list[JobConfig] | None = Field(None, description="several jobs sharing the cluster, instead of "
                                               "workload: each a workload with `name` and `hosts` (sim/jobs.py)")
     trace_limit: int = Field(200_000, ge=0, description="max spans kept for traces and plots")
+    _spec_files: dict = PrivateAttr(default_factory=dict)      # provenance: hardware field -> spec file path
 
     @property
     def kind(self) -> str:
@@ -220,8 +225,11 @@ def load_scenario(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
 
 
 def scenario_from_dict(data: dict, base_dir: str | Path | None = None) -> Scenario:
+    context = {"base_dir": str(base_dir or ".")}
     try:
-        return Scenario.model_validate(copy.deepcopy(data), context={"base_dir": str(base_dir or ".")})
+        scenario = Scenario.model_validate(copy.deepcopy(data), context=context)
+        scenario._spec_files = context.get("spec_files", {})      # hardware spec field -> file it came from
+        return scenario
     except ValidationError as exc:
         raise validation_error(exc, data) from None
 

@@ -201,6 +201,19 @@ def results_frame(rows: Sequence[Mapping]) -> pd.DataFrame:
     return frame
 
 
+def _well_formed(record: Any, point: str) -> bool:
+    """What `run_point` writes: the point's id, its overrides, ok|error, a one-line error, wall time
+    and (when ok) the run's summary with its metrics."""
+    if not isinstance(record, dict) or record.get("point") != point:
+        return False
+    status, summary = record.get("status"), record.get("summary")
+    return (status in ("ok", "error") and isinstance(record.get("overrides"), dict)
+            and isinstance(record.get("error"), str)
+            and isinstance(record.get("wall_s"), (int, float)) and not isinstance(record.get("wall_s"), bool)
+            and (summary is None if status == "error" else
+                 isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)))
+
+
 class SweepStore:
     """A sweep directory: `points/<id>.json` records (durable state) and the derived results tables."""
 
@@ -210,11 +223,14 @@ class SweepStore:
         self.points_dir.mkdir(parents=True, exist_ok=True)
 
     def load(self, point: str) -> dict | None:
+        """The finished record of `point`, or None if missing or not a well-formed record (a damaged
+        file is treated as unfinished: the point runs again and its record is rewritten)."""
         path = self.points_dir / f"{point}.json"
         try:
-            return json.loads(path.read_text())
+            record = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
+        return record if _well_formed(record, point) else None
 
     def save(self, record: Mapping) -> None:
         write_json(self.points_dir / f"{record['point']}.json", record)

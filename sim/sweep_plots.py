@@ -126,7 +126,8 @@ def plot_sweep_metrics(table: pd.DataFrame, metrics: Sequence[str], keys: Sequen
         if metric not in table.columns:
             raise ScenarioError(f"no such column in the results; columns are {', '.join(map(str, table.columns))}",
                                 path="--plot", value=metric)
-        path = Path(out_dir) / f"{metric}-vs-{keys[0]}.png"
+        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{metric}-vs-{keys[0]}")   # keys are user text: one plain name
+        path = Path(out_dir) / f"{name}.png"
         plt.close(plot_metric(table, metric, keys[0], by=keys[1:], path=path))
         written.append(path)
     return written

@@ -192,3 +192,35 @@ def test_bad_stragglers_are_errors():
         make_cluster(nodes=2, stragglers=[{"gpu": 1}])
     with pytest.raises(ScenarioError, match="no such link"):
         make_cluster(nodes=2, stragglers=[{"link": "a->b", "bandwidth_factor": 0.5}])
+
+
+# ---------------------------------------------------------------------------------------------
+# the iteration time from a simulated training run
+
+TRAINING = {"model": "llama3-8b", "parallelism": {"tp": 8, "dp": 2}, "sequence_length": 4096,
+            "global_batch_tokens": 16384, "iterations": 1}
+
+
+def test_the_iteration_time_comes_from_one_simulated_training_run():
+    def campaign_on_two_hosts(stragglers=()):
+        return scenario_from_dict({"name": "t", "hardware": {"gpus_per_node": 8, "nodes": 2, "stragglers": list(stragglers)},
+                                   "workload": {**campaign().workload.model_dump(exclude={"iteration_s"}),
+                                                "horizon": 2000.0, "training": TRAINING}})
+    training_alone = scenario_from_dict({"name": "t", "hardware": {"gpus_per_node": 8, "nodes": 2},
+                                         "workload": {"kind": "training", **TRAINING}})
+    m = run(campaign_on_two_hosts()).metrics
+    assert m["iteration_from"] == "training"
+    assert m["iteration_s"] == pytest.approx(run(training_alone).metrics["iteration_s"])
+    assert m["training"]["mfu"] > 0
+    # a straggling GPU slows every iteration (by at most its factor: communication is not slowed), so
+    # fewer tokens fit in the same useful time
+    slow = run(campaign_on_two_hosts([{"gpu": 3, "compute_slowdown": 1.3}])).metrics
+    assert 1.05 * m["iteration_s"] < slow["iteration_s"] <= 1.3 * m["iteration_s"]
+    assert slow["useful_tokens"] < m["useful_tokens"] / 1.05
+
+
+def test_training_or_iteration_s_and_training_errors_name_their_path():
+    with pytest.raises(ScenarioError, match="either training"):
+        campaign(iteration_s=None)
+    with pytest.raises(ScenarioError, match="workload.training.parallelism"):
+        campaign(iteration_s=None, training={**TRAINING, "parallelism": {"tp": 8, "dp": 4}})

@@ -188,7 +188,8 @@ def write_spec(spec, path: str | Path, header: str) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(_clean(spec.model_dump(mode="json")), sort_keys=False, width=120)
-    p.write_text("".join(f"# {line}\n" for line in header.splitlines()) + body)
+    from sim.output import write_text            # atomic: temp file + rename
+    write_text(p, "".join(f"# {line}\n" for line in header.splitlines()) + body)
     return p
 
 

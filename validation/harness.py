@@ -141,7 +141,26 @@ def _nominal_for(records: list[Record], meta: dict) -> tuple[str, dict, int, str
     if nominal is None:
         raise ScenarioError("no nominal figures for this CPU in the records' meta.nominal", path="meta.nominal",
                             value=name)
+    _check_nominal(name, nominal, measured)
     return name, nominal, threads, kind
+
+
+def _check_nominal(name: str, nominal, measured: list[Record]) -> None:
+    """The nominal figures calibration starts from (records' meta, from another machine) must make a
+    device with a peak for every dtype the compute records ran."""
+    from validation.calibrate import PARAMS, START, build_device
+    try:
+        build_device(name, nominal, dict(zip(PARAMS, START)))
+        peaks = {d for d, v in nominal["peak"].items() if v is not None}
+        fit = set(nominal.get("fit_peak") or [])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ScenarioError(f"nominal figures are incomplete or invalid ({type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:200]})", path=f"meta.nominal.{name}") from None
+    used = {r.params["dtype"] for r in measured if r.workload in ("gemm", "sdpa")}
+    missing = sorted((used | fit) - peaks)
+    if missing:
+        raise ScenarioError(f"no nominal peak for {', '.join(missing)} (records ran these dtypes)",
+                            path=f"meta.nominal.{name}.peak", value=sorted(peaks))
 
 
 def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dcsim-validate",
@@ -157,7 +176,10 @@ def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dc
         log(f"records written to {out / 'records.json'}")
     names = {r.name for r in records}
     records = records + [r for r in load_records(PUBLISHED) if r.name not in names]
-    name, nominal, threads, kind = _nominal_for(records, meta)
+    try:
+        name, nominal, threads, kind = _nominal_for(records, meta)
+    except ScenarioError as err:
+        raise err.with_file(str(compare)) if compare is not None else err from None
     start = time.perf_counter()
     cal = calibrate(records, nominal, profile_name(name, threads, kind), out / "profiles")
     log(f"calibrated {cal.device.name} (rms log error {cal.device_rms_log_error:.3f}) in "
@@ -167,10 +189,12 @@ def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dc
     log(f"predicted {len(cases)} cases in {time.perf_counter() - start:.1f} s")
     result = Validation(records, cal, cases, out, meta)
     summary = result.summary()
-    (out / "report.json").write_text(json.dumps({**summary, "by_family": report.by_family(cases),
-                                                 "methods": {c.name: c.method for c in cases}}, indent=1))
+    from sim.output import atomic_path, write_json          # atomic: temp file + rename
+    write_json(out / "report.json", {**summary, "by_family": report.by_family(cases),
+                                     "methods": {c.name: c.method for c in cases}})
     import pandas as pd
-    pd.DataFrame([{**c.__dict__, "rel_error": c.rel_error} for c in cases]).to_csv(out / "cases.csv", index=False)
+    with atomic_path(out / "cases.csv") as tmp:
+        pd.DataFrame([{**c.__dict__, "rel_error": c.rel_error} for c in cases]).to_csv(tmp, index=False)
     report.scatter_plot(cases, out / "scatter.png", f"dcsim validate on {name} ({'quick' if quick else 'full'})")
     return result
 

@@ -84,7 +84,8 @@ class Predictor:
             if path is not None and spec is not None and shown["hardware"].get(key) == spec.model_dump(mode="json"):
                 shown["hardware"][key] = str(Path(path).resolve())
         fname = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".yaml"
-        (self.scenario_dir / fname).write_text(yaml.safe_dump(shown, sort_keys=False))
+        from sim.output import write_text        # atomic: temp file + rename
+        write_text(self.scenario_dir / fname, yaml.safe_dump(shown, sort_keys=False))
 
     # ---- per workload ---------------------------------------------------------------------------
     def collectives(self, records: list) -> dict[str, tuple[float, str]]:

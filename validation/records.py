@@ -21,10 +21,12 @@ import json
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from hardware_models.gpu import Dtype
 
 from sim.errors import ScenarioError
 
@@ -57,6 +59,35 @@ class Record(BaseModel):
     source: str = ""
 
 
+PosInt = Annotated[int, Field(gt=0)]
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+_PROCESSES = {"bytes": (Pos, ...), "ranks": (PosInt, ...)}
+_TRANSFORMER = {k: (PosInt, ...) for k in ("layers", "hidden", "ffn", "heads", "seq")}
+_PARAM_FIELDS: dict[str, dict] = {          # what the calibration and the predictors read, per workload
+    "gemm": {"m": (PosInt, ...), "n": (PosInt, ...), "k": (PosInt, ...), "dtype": (Dtype, ...)},
+    "sdpa": {"seq": (PosInt, ...), "heads": (PosInt, ...), "head_dim": (PosInt, ...), "dtype": (Dtype, ...),
+             "causal": (bool, True)},
+    "copy": {"bytes": (Pos, ...)},
+    "embedding_bag": {"rows": (PosInt, ...), "dim": (PosInt, ...), "pooling": (PosInt, ...), "batch": (PosInt, ...),
+                      "zipf_alpha": (NonNeg, ...), "dtype": (Dtype, "fp32")},
+    "send_recv": _PROCESSES, "all_reduce": _PROCESSES, "all_to_all": _PROCESSES,
+    "transformer_prefill": {**_TRANSFORMER, "dtype": (Dtype, "fp32")},
+    "ring_attention": {**_TRANSFORMER, "cp": (PosInt, 1), "ring": (Literal["pass-kv", "pass-q"], "pass-kv"),
+                       "dtype": (Dtype, "fp32")},
+    "dataloader": {"workers": (PosInt, ...), "batch": (PosInt, ...), "batches": (PosInt, ...), "step_s": (Pos, ...),
+                   "cpu_s_per_sample": (Pos, ...), "cpu_s_per_sample_spread": (NonNeg, 0.0), "sample_bytes": (Pos, ...)},
+    "embedding_step": {"tables": (PosInt, ...), "rows": (PosInt, ...), "dim": (PosInt, ...), "pooling": (PosInt, ...),
+                       "zipf_alpha": (NonNeg, ...), "batch": (PosInt, ...), "dense_features": (PosInt, ...),
+                       "bottom_mlp": (list[PosInt], ...), "top_mlp": (list[PosInt], ...), "dtype": (Dtype, "fp32"),
+                       "optimizer": (str, "sgd")},
+    "cp_ttft": {"model": (str, ...), "prompt_tokens": (PosInt, ...), "tp": (PosInt, ...), "hosts": (PosInt, ...),
+                "gpus_per_node": (PosInt, ...), "gpu": (str, ...), "gpu_calibrated": (str | None, None),
+                "scale_up": (str, ...), "nic": (str, ...), "dtype": (Dtype, ...), "ffn_dtype": (Dtype, ...)},
+}
+PARAMS = {w: create_model(f"{w}_params", __config__=ConfigDict(extra="allow"), **f) for w, f in _PARAM_FIELDS.items()}
+
+
 class RecordSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     meta: dict[str, Any] = Field(default_factory=dict)
@@ -73,10 +104,8 @@ def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] |
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = RecordSet(meta=meta or {}, records=records).model_dump(mode="json")
-    if p.suffix in (".yaml", ".yml"):
-        p.write_text(yaml.safe_dump(data, sort_keys=False))
-    else:
-        p.write_text(json.dumps(data, indent=1))
+    from sim.output import write_text            # atomic: temp file + rename (lazy: sim.output draws plots)
+    write_text(p, yaml.safe_dump(data, sort_keys=False) if p.suffix in (".yaml", ".yml") else json.dumps(data, indent=1))
     return p
 
 
@@ -108,6 +137,15 @@ def parse_records(data: Any, file: str = "<records>") -> list[Record]:
         if err["type"] == "missing":
             raise ScenarioError("required key is missing", path=path, file=file) from None
         raise ScenarioError(err["msg"], path=path, value=err.get("input"), file=file) from None
+    for i, r in enumerate(records):              # params: what the predictors read, with types and ranges
+        try:
+            PARAMS[r.workload].model_validate(r.params)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            path = ".".join(["records", str(i), "params", *(str(p) for p in err["loc"])])
+            msg = "required key is missing" if err["type"] == "missing" else err["msg"]
+            raise ScenarioError(msg, path=path, value=err.get("input") if err["type"] != "missing" else r.name,
+                                file=file) from None
     seen: set[str] = set()
     for i, r in enumerate(records):
         if r.name in seen:

@@ -26,8 +26,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sim.models.training_shapes import (
+    AttentionOp,
+    CommOp,
+    ElementwiseOp,
+    Op,
+    Recompute,
+    Shape,
+)
 from sim.models.transformer import Gemm
-from sim.models.training_shapes import AttentionOp, CommOp, ElementwiseOp, Op, Recompute, Shape
 
 
 class DiTSpec(BaseModel):
@@ -52,7 +59,7 @@ class DiTSpec(BaseModel):
     source: str = ""
 
     @model_validator(mode="after")
-    def _check(self) -> "DiTSpec":
+    def _check(self) -> DiTSpec:
         if self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) must divide into heads ({self.heads})")
         if self.heads % (self.kv_heads or self.heads):
@@ -255,7 +262,7 @@ class DiTFamily:
 
     def working_bytes(self, s: Shape) -> float:
         m, e = self.spec, s.act_bytes
-        qh, kvh = self._heads(s.tp)
+        _, kvh = self._heads(s.tp)
         up = (2 if m.mlp == "swiglu" else 1) * m.ffn // s.tp
         widest = s.tokens * max(up, m.hidden) * e * 2
         kv = 2 * s.batch * s.sequence * kvh * m.head_dim * e * 2 if s.cp > 1 else 0.0

@@ -18,10 +18,11 @@ Ops (one GPU's share under tensor parallelism `tp`, context parallelism `cp`):
   group (all-gather of K and V, Llama 3 style context parallelism). Backward swaps all-gather and
   reduce-scatter (the gradient of a gather is a scatter-reduce); all-reduce stays.
 
-Backward of a layer = the forward ops reversed, each replaced by its backward. Recomputation
-(`none | selective | full`): `full` re-runs the whole forward (collectives included) before the
-backward and keeps only the layer input; `selective` re-runs the elementwise ops (norms, RoPE, the
-MLP activation) and drops their outputs from the saved activations.
+Backward of a layer = the forward ops reversed, each replaced by its backward (`backward_pass`).
+Recomputation (`recomputed`; `none | selective | full`): `full` re-runs the whole forward
+(collectives included) before the backward and keeps only the layer input; `selective` re-runs the
+elementwise ops (norms, RoPE, the MLP activation) and drops their outputs from the saved
+activations. Recomputed kernels carry executed FLOPs but no model FLOPs.
 
 Saved activations per token and layer (16-bit, sequence-parallel parts divided by tp) follow the
 tensor list of Korthikanti et al. (arXiv 2205.05198 §4) adapted to RMSNorm + GQA + SwiGLU + FlashAttention
@@ -115,33 +116,37 @@ def backward_ops(op: Op) -> list[Op]:
     return [replace(op, name=f"{op.name}.bwd", op=_SWAP[op.op])]
 
 
-def backward_pass(forward: list[Op], recompute: Recompute) -> list[Op]:
-    """The backward ops of a forward op list, with the recomputation `recompute` asks for first."""
+def recomputed(forward: list[Op], recompute: Recompute) -> list[Op]:
+    """The forward ops re-run before the backward (hardware work, no model FLOPs)."""
     if recompute == "full":
-        redo = [_renamed(o, "recompute") for o in forward]
-    elif recompute == "selective":
-        redo = [_renamed(o, "recompute") for o in forward if isinstance(o, ElementwiseOp) and o.recompute_selective]
-    else:
-        redo = []
-    return redo + [b for op in reversed(forward) for b in backward_ops(op)]
+        return [_renamed(o, "recompute") for o in forward]
+    if recompute == "selective":
+        return [_renamed(o, "recompute") for o in forward if isinstance(o, ElementwiseOp) and o.recompute_selective]
+    return []
+
+
+def backward_pass(forward: list[Op]) -> list[Op]:
+    """The backward ops of a forward op list."""
+    return [b for op in reversed(forward) for b in backward_ops(op)]
 
 
 def _renamed(op: Op, prefix: str) -> Op:
     return replace(op, name=f"{prefix} {op.name}")
 
 
-def timed(op: Op, device: DeviceSpec) -> Kernel | CommOp:
-    """Kernels get their duration from the hardware model; collectives stay as they are."""
+def timed(op: Op, device: DeviceSpec, model: bool = True) -> Kernel | CommOp:
+    """Kernels get their duration from the hardware model (`model`: whether their FLOPs are model
+    FLOPs, not recomputation); collectives stay as they are."""
     if isinstance(op, Gemm):
-        return Kernel(op.name, device.gemm_time_s(op.m, op.n, op.k, op.dtype), flop=op.flop, category="dense",
-                      executed_flop=op.flop)
+        return Kernel(op.name, device.gemm_time_s(op.m, op.n, op.k, op.dtype), flop=op.flop if model else 0.0,
+                      category="dense", executed_flop=op.flop)
     if isinstance(op, AttentionOp):
         group = op.heads // op.kv_heads                  # GQA heads packed into the query rows (FA3)
         fwd = 4.0 * op.batch * op.heads * op.head_dim * op.pairs
         executed = fwd * (ATTENTION_BWD_EXECUTED if op.backward else 1.0)
         t = device.attention_time_s(op.q_len * group, op.kv_len, op.kv_heads, op.head_dim, kv_heads=op.kv_heads,
                                     dtype=op.dtype, batch=op.batch, flop=executed)
-        return Kernel(op.name, t, flop=op.flop, category="attention", executed_flop=executed)
+        return Kernel(op.name, t, flop=op.flop if model else 0.0, category="attention", executed_flop=executed)
     if isinstance(op, ElementwiseOp):
         return Kernel(op.name, device.memory_time_s(op.nbytes), nbytes=op.nbytes, category="elementwise")
     return op

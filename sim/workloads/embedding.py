@@ -78,7 +78,8 @@ class ShardingConfig(_Config):
     column_shard_dim: int = Field(64, ge=1)
     hbm_reserved_fraction: float = Field(0.15, ge=0, lt=1, description="TorchRec's default storage reservation (15%)")
     cache_load_factor: float = Field(0.2, gt=0, le=1, description="uvm_cache: cached share of rows (TorchRec default 0.2)")
-    cache_policy: Literal["lru", "static_hot_rows"] = "lru"
+    cache_policy: Literal["lru", "static_hot_rows", "static", "numa_balancing", "tpp"] = Field(
+        "lru", description="uvm_cache: placement policy of the HBM cache (sim/memory_policies.py, steady state)")
     refine_rounds: int = Field(500, ge=0)
     milp_max_binaries: int = Field(0, ge=0, description="recshard: also solve the reduced MILP up to this many binaries (0: off)")
     milp_node_limit: int = Field(20, ge=1, description="recshard: branch-and-bound nodes (deterministic)")

@@ -2,7 +2,9 @@
 
 The job occupies the whole cluster (in a multi-job scenario: its hosts). Three things are simulated
 on the cluster first, then the long horizon event by event (sim/faults.py):
-1. the iteration time: `iteration_s` as given (e.g. measured, or from a `kind: training` run);
+1. the iteration time: one run of `training` (a `kind: training` workload, without the `kind`) on
+   this cluster - its `iteration_s`, so hardware stragglers, the topology and the parallelism all
+   count - or `iteration_s` as given (e.g. measured);
 2. one checkpoint write: every GPU sends its shard (`checkpoint.bytes` / GPUs, or `bytes_per_gpu`)
    to a storage pool (`storage`: `servers` endpoints sharing `bandwidth`, attached to the top of
    the fabric) as flows on the network, so the storage bandwidth, the NICs and the fabric decide
@@ -31,7 +33,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import stats
 
 from hardware_models.nic import LinkSpec
@@ -41,9 +43,12 @@ from sim.errors import ScenarioError
 from sim.faults import (Checkpoint, CyclePlan, FailureCause, Replica, Restart, daly_s, failure_times,
                         iterations_for, young_daly_s)
 from sim.network import FlowNetwork
+from sim.workloads import training as training_workload
 from sim.workloads.base import WorkloadBase
 
 POOL = "ckpt-storage"
+TRAINING_KEYS = ("iteration_s", "tokens_per_s", "tflop_per_s_per_gpu", "mfu", "bubble_fraction",
+                 "exposed_comm_fraction", "peak_memory_per_gpu_bytes")
 
 
 class Storage(BaseModel):
@@ -55,7 +60,9 @@ class Storage(BaseModel):
 
 class Config(WorkloadBase):
     kind: Literal["training_campaign"]
-    iteration_s: Seconds = Field(gt=0, description="one training iteration on this cluster")
+    training: training_workload.Config | None = Field(None, description="the training job (kind: training fields); one "
+                                            "run of it on this cluster gives the iteration time")
+    iteration_s: Seconds | None = Field(None, gt=0, description="or: the iteration time, given")
     horizon: Seconds = Field(gt=0, description="wall-clock span simulated, e.g. '54 d'")
     replicas: int = Field(8, ge=1, le=4096, description="independent failure histories (the spread over seeds)")
     checkpoint: Checkpoint
@@ -63,23 +70,42 @@ class Config(WorkloadBase):
     restart: Restart
     faults: list[FailureCause] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _training_kind(cls, data):
+        if isinstance(data, dict) and isinstance(data.get("training"), dict) and "kind" not in data["training"]:
+            data = {**data, "training": {**data["training"], "kind": "training"}}
+        return data
+
     def check(self, hardware) -> None:
+        if (self.training is None) == (self.iteration_s is None):
+            raise ScenarioError("give either training (a kind: training job, simulated once) or iteration_s",
+                                path="workload.training")
+        if self.training is not None:
+            try:
+                self.training.check(hardware)
+            except ScenarioError as err:
+                if err.path and err.path.startswith("workload."):
+                    err.path = "workload.training." + err.path[len("workload."):]
+                raise
         names = [f.cause for f in self.faults]
         for i, f in enumerate(self.faults):
             if names.count(f.cause) > 1:
                 raise ScenarioError("causes must have distinct names", path=f"workload.faults.{i}.cause",
                                     value=f.cause)
-        if self.iteration_s >= self.horizon:
+        if self.iteration_s is not None and self.iteration_s >= self.horizon:
             raise ScenarioError(f"must be shorter than the horizon ({self.horizon:.0f} s)",
                                 path="workload.iteration_s", value=self.iteration_s)
         if self.checkpoint.interval == "young-daly" and not any(f.count or f.mtbf for f in self.faults
                                                                 if not f.planned):
             raise ScenarioError("young-daly needs unexpected failures with a rate (count or mtbf)",
                                 path="workload.checkpoint.interval", value="young-daly")
-        events = self.horizon / self.iteration_s * self.replicas * (1 + len(self.checkpoint.compare_intervals))
-        if events > 1e9:
-            raise ScenarioError(f"{events:.2g} iterations to step through; use fewer replicas or a shorter horizon",
-                                path="workload.replicas", value=self.replicas)
+        intervals = [i for i in [self.checkpoint.interval, *self.checkpoint.compare_intervals] if i != "young-daly"]
+        shortest = max(min(intervals, default=1.0), self.iteration_s or 0.0)
+        cycles = self.horizon / shortest * self.replicas * len(intervals or [1])
+        if cycles > 1e8:
+            raise ScenarioError(f"{cycles:.2g} checkpoint cycles to step through; use fewer replicas, longer "
+                                "intervals or a shorter horizon", path="workload.replicas", value=self.replicas)
 
     def host_pools(self, hardware) -> list:
         nic = LinkSpec(name="checkpoint-storage", bandwidth=self.storage.bandwidth / self.storage.servers,
@@ -128,7 +154,10 @@ def _summary(values) -> dict:
 
 def simulate(sim, cluster, config: Config):
     gpus, gpn = cluster.num_gpus, cluster.hardware.gpus_per_node
-    iteration_s = config.iteration_s
+    iteration_s, trained = config.iteration_s, None
+    if config.training is not None:                      # one simulated run of the training job
+        trained = yield from training_workload.simulate(sim, cluster, config.training)
+        iteration_s = trained["iteration_s"]
     write_s, snapshot_s, restore_s, per_gpu = yield from measure_io(sim, cluster, config)
     stall_s = snapshot_s if config.checkpoint.mode == "async" else write_s
     rates = [f.rate_per_s(gpus, gpn) for f in config.faults]
@@ -155,7 +184,7 @@ def simulate(sim, cluster, config: Config):
             runs[interval].append(replica)
     yield sim.timeout(horizon)
     tallies = {i: [r.finish() for r in reps] for i, reps in runs.items()}
-    metrics = {"iteration_s": iteration_s, "gpus": gpus, "horizon_s": horizon, "replicas": config.replicas,
+    metrics = {"iteration_s": iteration_s, "iteration_from": "training" if trained else "iteration_s", "gpus": gpus, "horizon_s": horizon, "replicas": config.replicas,
                "checkpoint_bytes": per_gpu * gpus, "checkpoint_bytes_per_gpu": per_gpu,
                "checkpoint_mode": config.checkpoint.mode, "checkpoint_write_s": write_s,
                "checkpoint_snapshot_s": snapshot_s, "checkpoint_stall_s": stall_s, "restore_s": restore_s,
@@ -167,6 +196,9 @@ def simulate(sim, cluster, config: Config):
                "young_daly_interval_s": yd_s,
                "daly_interval_s": daly_s(stall_s, mtbf_s) if unexpected_rate > 0 else None}
     metrics.update(_interval_metrics(tallies[main_interval], main_interval, iteration_s, horizon, config))
+    if trained is not None:
+        metrics["training"] = {k: trained.get(k) for k in TRAINING_KEYS}
+        metrics["useful_tokens"] = metrics["useful_training_s"] / iteration_s * config.training.tokens_per_iteration
     if len(intervals) > 1:
         scan = [_scan_row(tallies[i], i, iteration_s, horizon) for i in sorted(intervals)]
         best = max(scan, key=lambda row: row["effective_training_time_fraction"])

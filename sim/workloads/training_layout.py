@@ -13,6 +13,11 @@ follow identical timelines. One representative per class is simulated; the DP co
 share still move every replica's flows, and the other members' GPUs mirror their representative's
 busy intervals for the energy accounting. This is exact (tests compare with the full simulation)
 on the analytical network; with contention (the flow network) every replica is simulated.
+
+`streamed_ring`: the DP collectives' schedule - every ring edge carries its whole share as one flow
+(NCCL keeps every ring link busy for the whole collective) plus the pipeline-fill latency of the
+other hops; on an idle uniform ring it takes the lock-step ring's time of sim/collectives.py (tested),
+under contention the flows share links for the whole collective as a real ring does.
 """
 from __future__ import annotations
 
@@ -73,7 +78,7 @@ class GroupComm:
                 algo, first = choose(self.network, op, self.algorithm, groups[0], nbytes)
                 host_of = self.network.topology.host_of
                 per_group = [first] + [schedule(op, algo, g, nbytes, host_of) for g in groups[1:]]
-                self._steps[key] = [sum((s[k] for s in per_group), []) for k in range(len(first))]
+                self._steps[key] = [[f for s in per_group for f in s[k]] for k in range(len(first))]
         return self._steps[key]
 
     def pairs(self, items) -> list[tuple[str, str]]:
@@ -105,7 +110,8 @@ def flow_signature(topology, srcs: list[str], dsts: list[str]) -> np.ndarray:
     nonempty = batch.lengths > 0
     if nonempty.any():
         cap[nonempty] = np.minimum.reduceat(topology.capacity[batch.flat], starts[nonempty])
-    return np.column_stack([batch.owner, batch.latency, cap / batch.share])
+    rows = np.column_stack([batch.owner, batch.latency, cap / batch.share])
+    return rows[np.argsort(batch.owner, kind="stable")]         # the router groups flows by kind: restore order
 
 
 def _split(sig: np.ndarray, flows_per_part: int, parts: int) -> list[bytes]:
@@ -172,3 +178,20 @@ def mirror_components(layout: Layout, s: int, members: list[int]) -> list[str]:
         else:
             out += [dev.node for dev in group if dev is not driver]
     return out
+
+
+def streamed_ring(network, rings: list[list[str]], op: str, nbytes: float) -> tuple[list, float]:
+    """A ring collective (all_gather / reduce_scatter: `nbytes` the whole buffer; all_reduce: the
+    per-rank buffer) on each of `rings` at once, as one flow per ring edge carrying everything that
+    edge carries (hops x nbytes / n), and the pipeline-fill latency of the other hops-1 hops.
+    Returns (flows, fill latency). On an uncontended uniform ring its time equals the lock-step ring
+    of sim/collectives.py."""
+    flows: list = []
+    if not rings or nbytes <= 0 or len(rings[0]) < 2:
+        return flows, 0.0
+    n = len(rings[0])
+    hops = 2 * (n - 1) if op == "all_reduce" else n - 1
+    for ring in rings:
+        flows += [(ring[i], ring[(i + 1) % n], nbytes * hops / n) for i in range(n)]
+    hop_latency = max(network.estimate_time_s(a, b, 0.0) for a, b, _ in flows)
+    return flows, (hops - 1) * hop_latency

@@ -61,7 +61,7 @@ def stage_memory(config, family, shape, layers_per_vstage: list[int], stage: int
     par = config.parallelism
     p, v = par.pp, config.virtual_stages
     params = stage_params(family, layers_per_vstage, p, stage) / par.tp
-    weight_bytes = DTYPE_BYTES[config.dtype] + (1.0 if DTYPE_BYTES[config.gemm_dtype] < 2 else 0.0)
+    weight_bytes = DTYPE_BYTES[config.dtype] + (1.0 if DTYPE_BYTES[config.gemm] < 2 else 0.0)
     shards = par.dp * par.cp if config.data_parallel == "fsdp" else 1
     chunks = layers_per_vstage[stage::p]
     ops = stage_ops(config.schedule, p, config.micro_batches, v, stage)
