@@ -248,6 +248,7 @@ def test_ring_attention_across_two_processes_equals_single_process_attention(qui
         assert r.checks["max_abs_error_vs_single_process"] < 1e-4
 
 
+@pytest.mark.slow   # timing bounds depend on a quiet machine: run with `pytest -m slow` there, not in CI
 def test_quick_harness_error_bounds_on_this_cpu(quick_cpu):
     # What was measured (development VM, 2 vCPUs shared with other sessions; a quiet core runs a
     # 1024^3 fp32 GEMM in 13.4 ms = 96 % of nominal peak): quick runs were only possible while
