@@ -35,6 +35,7 @@ import argparse
 import signal
 import sys
 import tempfile
+import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ def classify(fn: Callable, *args, timeout_s: float = 0.0) -> Outcome:
     """Run fn(*args): ok, a one-line ScenarioError, a timeout, or a crash (anything else)."""
     if timeout_s:
         signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, 1.0)    # repeats: an alarm raised inside a gc callback is lost
     try:
         fn(*args)
     except RunTimeout:
@@ -263,7 +264,10 @@ def fuzz(entry: Entry, n: int, seed: int = 0, log=None) -> Entry:
         if log is not None:                      # the input before it runs: a hard kill (OOM) still leaves it
             log.write(f"{entry.name}\t{inp!r}\n")
             log.flush()
+        start = time.perf_counter()
         outcome = entry.fn(inp)
+        if log is not None:
+            log.write(f"  -> {outcome.kind} in {time.perf_counter() - start:.1f} s\n")
         entry.counts[outcome.kind] += 1
         if outcome.kind == "crash":
             entry.crashes.setdefault(outcome.detail, describe(inp)[:1500])

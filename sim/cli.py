@@ -111,13 +111,13 @@ def cmd_check(args) -> int:
     from sim.scenario import load_scenario
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
-    print(f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
-          f"network {scenario.network_model} ({hw.topology.kind})")
     from sim.estimate import enforce
     try:
         est = enforce(scenario)                  # exit 2 with the estimate if `run` would refuse it
     except ScenarioError as err:
         raise err.with_file(args.scenario) from None
+    print(f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
+          f"network {scenario.network_model} ({hw.topology.kind})")
     for line in est.lines():
         print(line)
     return 0

@@ -125,7 +125,10 @@ def _counter_events(rows: pd.DataFrame, bins: int, pid: int) -> list[dict]:
 
 def write_chrome_trace(spans: pd.DataFrame, path, max_events: int | None = 200_000,
                        window_s: tuple[float, float] | None = None, **kwargs) -> None:
-    with open(path, "w") as f:
+    from pathlib import Path
+
+    from sim.output import atomic_path          # lazy: sim.output imports this module; atomic: temp + rename
+    with atomic_path(Path(path)) as tmp, open(tmp, "w") as f:
         json.dump(chrome_trace(spans, max_events, window_s, **kwargs), f)
 
 

@@ -105,45 +105,53 @@ MUTATORS = {"append", "extend", "add", "update", "setdefault", "pop", "popitem",
             "discard", "sort"}
 
 
+def mutable_state_problems(source: str, where: str) -> list[str]:
+    """`global` statements, and module-level lists/dicts/sets that a function mutates."""
+    tree, problems, mutable = ast.parse(source), [], set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "list", "set", "defaultdict")):
+            mutable.update(t.id for t in targets if isinstance(t, ast.Name))
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Global):
+                problems.append(f"{where}:{node.lineno}: global {node.names}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in mutable \
+                    and node.func.attr in MUTATORS:
+                problems.append(f"{where}:{node.lineno}: {node.func.value.id}.{node.func.attr}()")
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+                for t in (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in mutable:
+                        problems.append(f"{where}:{node.lineno}: {t.value.id}[...] =")
+    return problems
+
+
 def test_no_module_level_mutable_state():
     """No `global`, and no module-level list/dict/set that a function mutates (constants are fine)."""
-    problems = []
-    for path in _python_files():
-        tree = ast.parse(path.read_text())
-        mutable = set()
-        for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-            value = getattr(node, "value", None)
-            if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)) or (
-                    isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "list", "set", "defaultdict")):
-                mutable.update(t.id for t in targets if isinstance(t, ast.Name))
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Global):
-                    problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: global {node.names}")
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id in mutable \
-                        and node.func.attr in MUTATORS:
-                    problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.func.value.id}.{node.func.attr}()")
-                if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
-                    for t in (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]):
-                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in mutable:
-                            problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: {t.value.id}[...] =")
+    bad = "CACHE = {}\nCOUNT = 0\ndef f(k):\n    global COUNT\n    CACHE[k] = 1\n    CACHE.setdefault(k, 2)\n"
+    assert len(mutable_state_problems(bad, "bad.py")) == 3          # the detector sees all three
+    problems = [p for path in _python_files() for p in mutable_state_problems(path.read_text(), str(path.relative_to(ROOT)))]
     assert not problems, problems
 
 
 def test_no_global_random_number_generator():
     """All randomness comes from Simulation.rng(name) (or generators seeded from it): no np.random.*
     module functions, no `random` module, no unseeded default_rng()."""
+    pattern = re.compile(r"\bnp\.random\.(?!default_rng\(\S|Generator\b)\w+|^\s*(import random|from random )|"
+                         r"\brandom\.(random|randint|choice|shuffle|seed|uniform)\(|default_rng\(\)")
+    assert all(pattern.search(x) for x in ("np.random.rand(3)", "import random", "x = random.choice(a)",
+                                           "np.random.default_rng()", "np.random.seed(0)"))
+    assert not pattern.search("rng = np.random.default_rng([seed, p])")
     bad = []
     for d in ("sim", "hardware_models"):
         for path in sorted((ROOT / d).rglob("*.py")):
             for i, line in enumerate(path.read_text().splitlines(), 1):
-                code = line.split("#")[0]
-                if re.search(r"\bnp\.random\.(?!default_rng\(\S|Generator\b)\w+|^\s*(import random|from random )|"
-                             r"\brandom\.(random|randint|choice|shuffle|seed|uniform)\(|default_rng\(\)", code):
+                if pattern.search(line.split("#")[0]):
                     bad.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not bad, bad
 
@@ -267,12 +275,14 @@ def test_sweep_plot_file_names_stay_in_the_sweep_directory(tmp_path):
 
 
 def test_yaml_is_never_loaded_unsafely_and_nothing_is_evaluated():
+    pattern = re.compile(r"yaml\.(load|unsafe_load|full_load|load_all)\(|yaml\.(Full|Unsafe)?Loader\b|"
+                         r"\beval\(|\bexec\(|pickle\.loads?\(|marshal\.loads?\(")
+    assert all(pattern.search(x) for x in ("yaml.load(f)", "yaml.Loader", "eval(text)", "pickle.load(f)"))
+    assert not pattern.search("yaml.safe_load(f)")
     bad = []
     for path in _python_files():
         for i, line in enumerate(path.read_text().splitlines(), 1):
-            code = line.split("#")[0]
-            if re.search(r"yaml\.(load|unsafe_load|full_load|load_all)\(|yaml\.(Full|Unsafe)?Loader\b|"
-                         r"\beval\(|\bexec\(|pickle\.loads?\(|marshal\.loads?\(", code):
+            if pattern.search(line.split("#")[0]):
                 bad.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not bad, bad
 
