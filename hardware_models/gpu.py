@@ -12,7 +12,8 @@ Kernel time is a roofline with shape-dependent efficiency:
   or skinny GEMMs reach a lower fraction of peak while large ones approach `gemm`.
 - Attention (FlashAttention-style, one fused kernel): eff = attention * q / (q + attention_half_seq),
   short queries are less efficient; K/V are read once per query block.
-- Memory-bound kernels stream bytes at `memory` x bandwidth.
+- Memory-bound kernels stream bytes at `memory` x bandwidth; random row gathers and scatters
+  (embedding lookups and their updates) move their rows at `gather` x bandwidth (unset: `memory`).
 
 The efficiency parameters are what calibration (validation/) replaces.
 
@@ -56,6 +57,8 @@ class Efficiency(Spec):
     attention: float = Field(0.60, gt=0, le=1, description="long-sequence attention fraction of peak")
     attention_half_seq: float = Field(512.0, ge=0, description="query length at which attention efficiency halves")
     memory: float = Field(0.85, gt=0, le=1, description="fraction of memory bandwidth streaming kernels reach")
+    gather: float | None = Field(None, gt=0, le=1, description="fraction of memory bandwidth random row gathers/"
+                                 "scatters (embedding lookups) reach; unset: as `memory`")
     source: str = "assumption: typical cuBLAS/FlashAttention fractions of dense peak; replace by calibration"
 
 
@@ -151,11 +154,15 @@ class DeviceSpec(Spec):
         compute = flop / (self.peak_flop_per_s(dtype) * eff)
         return max(compute, self._stream_s(nbytes)) + self.launch_overhead
 
-    def memory_time_s(self, nbytes: float) -> float:
-        """A memory-bound kernel streaming `nbytes` (read + write) through device memory."""
-        if nbytes <= 0:
+    def memory_time_s(self, nbytes: float, gather_bytes: float = 0.0) -> float:
+        """A memory-bound kernel streaming `nbytes` (read + write) through device memory, plus
+        `gather_bytes` moved by random row accesses (at the `gather` efficiency)."""
+        if nbytes <= 0 and gather_bytes <= 0:
             return 0.0
-        return self._stream_s(nbytes) + self.launch_overhead
+        return self._stream_s(nbytes) + self._gather_s(gather_bytes) + self.launch_overhead
+
+    def _gather_s(self, nbytes: float) -> float:
+        return nbytes / (self.memory_bandwidth * (self.efficiency.gather or self.efficiency.memory))
 
     def _stream_s(self, nbytes: float) -> float:
         return nbytes / (self.memory_bandwidth * self.efficiency.memory)

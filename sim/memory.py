@@ -15,7 +15,7 @@ DDR and SCM use the same policy objects (sim/plan_cost.py).
 Tier traffic at run time (here)
 - `hbm_tier(gpu)`: a device's HBM as a `MemoryTierSpec` (32 B sector granularity, assumption).
 - `TieredMemory.kernel(device, name, accesses)`: one kernel that holds a device stream while it moves
-  its `Access`es: HBM bytes through the device's roofline memory model (`DeviceSpec.memory_time_s`),
+  its `Access`es: HBM bytes through the device's roofline memory model (`DeviceSpec.memory_time_s`; rows at its gather efficiency),
   host tiers (DDR reached as UVM, CXL, SCM, SSD) as network flows from/to the host's tier node
   `h{i}/{tier}` over the host link, so the GPUs of one host share the tier max-min fairly. It counts
   accesses and bytes per tier.
@@ -92,6 +92,7 @@ class TieredMemory:
             yield req
             start = self.sim.now
             hbm_bytes = extra_hbm_bytes
+            gathered = 0.0
             host_bytes: dict[tuple[str, bool], float] = defaultdict(float)
             for a in accesses:
                 if a.count <= 0:
@@ -100,10 +101,11 @@ class TieredMemory:
                 self.accesses[a.tier] += a.count
                 self.bytes[a.tier] += moved
                 if a.tier == "hbm":
-                    hbm_bytes += moved
+                    gathered += moved
                 else:
                     host_bytes[(a.tier, a.write)] += moved
-            events = [self.sim.timeout(device.spec.memory_time_s(hbm_bytes))]
+            events = [self.sim.timeout(device.spec.memory_time_s(hbm_bytes, gather_bytes=gathered))]
+            hbm_bytes += gathered
             for (tier, write), moved in sorted(host_bytes.items()):
                 node = self.cluster.tier_node(device.host, tier)
                 src, dst = (device.node, node) if write else (node, device.node)

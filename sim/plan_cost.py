@@ -202,18 +202,18 @@ class CostModel:
         `host_tier_bytes`: bytes the whole host (all its GPUs) reads / writes on each tier in this
         phase, keyed (tier, write)."""
         gpu = self.hw.gpu
-        hbm = extra_hbm
+        gathered = 0.0
         link_read = link_write = 0.0
         for a in accesses:
             moved = a.count * (self.hbm if a.tier == "hbm" else self.tiers[a.tier]).bytes_moved(a.access_bytes)
             if a.tier == "hbm":
-                hbm += moved
+                gathered += moved
             elif a.write:
                 link_write += moved
             else:
                 link_read += moved
         link = self.hw.host_link.achieved_bytes_per_s
-        times = [gpu.memory_time_s(hbm), link_read / link, link_write / link]
+        times = [gpu.memory_time_s(extra_hbm, gather_bytes=gathered), link_read / link, link_write / link]
         for (tier, write), nbytes in host_tier_bytes.items():
             spec = self.tiers[tier]
             times.append(nbytes / (spec.write_bandwidth_bytes_per_s if write else tier_read_capacity(spec)))
@@ -222,7 +222,8 @@ class CostModel:
     def access_time_s(self, tier: str, row_bytes: float) -> float:
         """Uncontended time of one random row access on a tier as seen by one GPU."""
         if tier == "hbm":
-            return self.hbm.bytes_moved(row_bytes) / (self.hw.gpu.memory_bandwidth * self.hw.gpu.efficiency.memory)
+            eff = self.hw.gpu.efficiency
+            return self.hbm.bytes_moved(row_bytes) / (self.hw.gpu.memory_bandwidth * (eff.gather or eff.memory))
         spec = self.tiers[tier]
         rate = min(self.hw.host_link.achieved_bytes_per_s, tier_read_capacity(spec) / self.gpus_per_node)
         return spec.bytes_moved(row_bytes) / rate

@@ -22,7 +22,7 @@ import yaml
 from hardware_models.gpu import DeviceSpec, Efficiency
 from sim.errors import ScenarioError
 from validation import report
-from validation.calibrate import calibrate, fit_device, fit_link, link_time_s, primitive_time_s
+from validation.calibrate import calibrate, fit_device, fit_gather, fit_link, link_time_s, primitive_time_s
 from validation.predict import Case, Predictor
 from validation.records import Record, load_record_sets, load_records, save_records
 
@@ -127,6 +127,34 @@ def test_device_fit_ignores_compositions_and_held_out_primitives():
     assert fit_device(base + noise, NOMINAL, "a").spec == fit_device(base, NOMINAL, "a").spec
 
 
+def test_row_gathers_move_at_the_gather_efficiency_and_default_to_streaming():
+    spec = DeviceSpec(name="d", memory=1e9, memory_bandwidth=100e9, peak={"fp32": 1e12}, launch_overhead=1e-6,
+                      efficiency=Efficiency(memory=0.8))
+    assert spec.memory_time_s(0, gather_bytes=8e9) == spec.memory_time_s(8e9)       # unset: as streaming
+    slow = spec.model_copy(update={"efficiency": Efficiency(memory=0.8, gather=0.2)})
+    assert slow.memory_time_s(4e9, gather_bytes=8e9) == pytest.approx(4e9 / 80e9 + 8e9 / 20e9 + 1e-6)
+
+
+def test_gather_fit_recovers_the_efficiency_that_generated_the_embedding_bag_records():
+    fit = fit_device(synthetic_primitives(), NOMINAL, "fitted")
+    truth = fit.spec.model_copy(update={"efficiency": fit.spec.efficiency.model_copy(update={"gather": 0.17})})
+    recs = []
+    for rows, pooling in [(10**5, 8), (10**6, 32), (4 * 10**6, 16)]:
+        p = {"rows": rows, "dim": 64, "pooling": pooling, "batch": 512, "zipf_alpha": 0.0, "dtype": "fp32"}
+        recs.append(_rec(f"embedding_bag/{rows}/{pooling}", "embedding_bag", p,
+                         primitive_time_s(truth, "embedding_bag", p)))
+    spec, used = fit_gather(fit.spec, synthetic_primitives() + recs)
+    assert spec.efficiency.gather == pytest.approx(0.17, rel=1e-9)
+    assert len(used) == 3 and spec.efficiency.memory == fit.spec.efficiency.memory
+
+
+def test_gpu_samples_are_the_mean_of_back_to_back_calls():
+    from validation.timing import measure
+    calls = []
+    t = measure(lambda: calls.append(1), repeats=4, warmup=1, inner=10)
+    assert len(calls) == 1 + 4 * 10 and t.repeats == 4 and t.median_s < 1e-3
+
+
 def test_link_fit_recovers_latency_and_bandwidth_from_send_recv_and_all_reduce():
     link = fit_link(link_primitives(50e-6, 1.5e9), "link")
     assert link.latency == pytest.approx(50e-6, rel=1e-3)
@@ -207,6 +235,27 @@ def test_compare_stored_full_records_prints_the_contract_json(tmp_path):
     assert families == {"primitive", "composition"}
     assert all(math.isfinite(c["predicted_s"]) and c["measured_s"] > 0 for c in out["cases"])
     assert (tmp_path / "scatter.png").is_file() and (tmp_path / "profiles").is_dir()
+
+
+def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
+    """The full harness ran on an H100 (validation/records/nvidia-h100-80gb-hbm3-full.json, torch
+    2.11 + CUDA 13, 2026-11-22). Recalibrated here from its primitives, the simulator predicted the
+    bf16 Llama-width transformer prefills within 6.5 % (the 1024-wide, 2 ms one +23 %: launch-bound
+    layers) and the DataLoader within 13 %. The embedding step is under-predicted by ~65 %: the torch
+    reference updates rows with an unfused backward (per-lookup gradient rows materialised, then a
+    scatter-add reading an int64 index per element), about 3x the traffic of the fused update
+    (FBGEMM TBE) that dcsim models. Bounds: those figures with a few points of margin."""
+    from validation.harness import validate
+    path = STORED / "nvidia-h100-80gb-hbm3-full.json"
+    result = validate(compare=path, out_dir=tmp_path, log=lambda msg: None)
+    cases = {c.name: c for c in result.cases if c.family == "composition"}
+    prefill = [c for n, c in cases.items() if n.startswith("transformer_prefill")]
+    assert len(prefill) == 4 and sorted(abs(c.rel_error) for c in prefill)[2] < 0.10
+    assert all(abs(c.rel_error) < 0.30 for c in prefill)
+    assert all(abs(c.rel_error) < 0.16 for n, c in cases.items() if n.startswith("dataloader"))
+    assert all(-0.80 < c.rel_error < -0.50 for n, c in cases.items() if n.startswith("embedding_step"))
+    prim = report.by_family(result.cases)["primitive"]
+    assert prim["median_rel_error"] < 0.08, prim
 
 
 def test_compare_with_a_broken_records_file_is_a_one_line_error(tmp_path):

@@ -11,6 +11,11 @@ robust soft-L1 loss so one disturbed measurement does not drag the fit):
 - and `peak.<dtype>` for the dtypes the nominal figures mark `fit_peak` (on a CPU: bf16, whose
   AMX/AVX512-BF16 throughput through oneDNN is far from the nominal instruction peak).
 
+Then, with the device fixed, `efficiency.gather` (random row gathers) from the `embedding_bag`
+records: the geometric median of the fraction of memory bandwidth each record's rows reached
+(`embedding_bag_bytes` says which bytes are rows and which stream). Caches are not modelled: hot
+rows of a skewed (Zipf) or small table are served from cache, so those records scatter around it.
+
 The fit starts from *nominal* figures of the device (`nominal_cpu()` from /proc/cpuinfo, or the
 catalog entry of a GPU), stored in the records' meta so a record set can be recalibrated elsewhere.
 
@@ -38,6 +43,7 @@ from hardware_models.nic import LinkSpec
 from sim.errors import ScenarioError
 
 DEVICE_FIT_WORKLOADS = ("gemm", "sdpa", "copy")
+GATHER_FIT_WORKLOADS = ("embedding_bag",)
 LINK_FIT_WORKLOADS = ("send_recv", "all_reduce")
 ASSUMED_CPU_MEMORY_BANDWIDTH = 38.4e9   # assumption: one DDR5-4800 channel (8 B x 4.8 GT/s) per core's share
 
@@ -91,7 +97,36 @@ def primitive_time_s(spec: DeviceSpec, workload: str, p: dict) -> float:
                                      causal=p.get("causal", True))
     if workload == "copy":
         return spec.memory_time_s(2.0 * p["bytes"])          # read + write
+    if workload == "embedding_bag":
+        rows, streamed = embedding_bag_bytes(p)
+        return spec.memory_time_s(streamed, gather_bytes=rows)
     raise ValueError(f"{workload} is not a device primitive")
+
+
+def embedding_bag_bytes(p: dict) -> tuple[float, float]:
+    """(bytes of the rows gathered, bytes streamed: int64 indices read + pooled outputs written),
+    as embedding_training counts them on the device."""
+    e = 4 if p.get("dtype", "fp32") == "fp32" else 2
+    lookups = p["batch"] * p["pooling"]
+    return lookups * p["dim"] * e, lookups * 8 + p["batch"] * p["dim"] * e
+
+
+def fit_gather(spec: DeviceSpec, records: list) -> tuple[DeviceSpec, list[str]]:
+    """`efficiency.gather`: geometric median over the embedding_bag records of the fraction of
+    memory bandwidth their rows reached (time left after the streamed bytes and the launch)."""
+    recs = [r for r in records if r.family == "primitive" and r.workload in GATHER_FIT_WORKLOADS]
+    fractions = []
+    for r in recs:
+        rows, streamed = embedding_bag_bytes(r.params)
+        left = r.median_s - spec.memory_time_s(streamed)          # streamed bytes + the launch
+        if left > 0:
+            fractions.append(rows / (spec.memory_bandwidth * left))
+    if not fractions:
+        return spec, []
+    gather = float(np.clip(np.exp(np.median(np.log(fractions))), 1e-3, 1.0))
+    eff = spec.efficiency.model_copy(update={"gather": gather})
+    note = f"; gather fitted from {len(fractions)} embedding_bag records"
+    return spec.model_copy(update={"efficiency": eff, "source": spec.source + note}), [r.name for r in recs]
 
 
 PARAMS = ("gemm", "gemm_half_dim", "attention", "attention_half_seq", "memory", "launch_overhead")
@@ -205,6 +240,8 @@ class Calibration:
 def calibrate(records: list, nominal: dict, name: str, profile_dir: str | Path | None = None) -> Calibration:
     """Fit device (and link, if 2-process primitives exist); write profiles when `profile_dir` is set."""
     fit = fit_device(records, nominal, name)
+    fit.spec, gather_used = fit_gather(fit.spec, records)
+    fit.used += gather_used
     transport = "tcp" if nominal["kind"] == "cpu" else "nvlink"
     link = fit_link(records, f"{name}-link", transport)
     cal = Calibration(fit.spec, link, fit.rms_log_error)

@@ -21,11 +21,17 @@ import time
 
 import numpy as np
 
-from validation.primitives import zipf_indices
+from validation.primitives import DTYPES, compute_dtype, zipf_indices
 from validation.timing import Context, Timing, summarize
 
 
-def transformer_configs(quick: bool) -> list[dict]:
+def transformer_configs(quick: bool, gpu: bool = False) -> list[dict]:
+    if gpu:        # Llama-like widths (Llama 3 8B: hidden 4096, FFN 14336, 32 heads) at a few layers
+        configs = [{"layers": 4, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 4096, "repeats": 10},
+                   {"layers": 2, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 16384, "repeats": 5},
+                   {"layers": 8, "hidden": 2048, "ffn": 8192, "heads": 16, "seq": 8192, "repeats": 5},
+                   {"layers": 8, "hidden": 1024, "ffn": 4096, "heads": 8, "seq": 2048, "repeats": 10}]
+        return configs[:1] if quick else configs
     if quick:
         return [{"layers": 2, "hidden": 512, "ffn": 1408, "heads": 8, "seq": 1024, "repeats": 3}]
     return [{"layers": 2, "hidden": 512, "ffn": 1408, "heads": 8, "seq": 2048, "repeats": 5},
@@ -37,13 +43,16 @@ def measure_transformer(ctx: Context) -> list:
     from validation import torch_models as tm
     torch = ctx.torch
     out = []
-    for cfg in transformer_configs(ctx.quick):
-        model = tm.Stack(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"]).to(ctx.device)
-        x = torch.randn(1, cfg["seq"], cfg["hidden"], device=ctx.device)
+    dtype = compute_dtype(ctx)
+    for cfg in transformer_configs(ctx.quick, ctx.gpu):
+        tdt = getattr(torch, DTYPES[dtype])
+        model = tm.Stack(cfg["layers"], cfg["hidden"], cfg["ffn"], cfg["heads"]).to(ctx.device, tdt)
+        x = torch.randn(1, cfg["seq"], cfg["hidden"], device=ctx.device).to(tdt)
         t = ctx.time(lambda: model(x), cfg["repeats"], warmup=1)
         params = {k: cfg[k] for k in ("layers", "hidden", "ffn", "heads", "seq")}
-        out.append(ctx.record(f"transformer_prefill/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}",
-                              "composition", "transformer_prefill", {**params, "dtype": "fp32"}, t))
+        out.append(ctx.record(f"transformer_prefill/{dtype}/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}"
+                              if dtype != "fp32" else f"transformer_prefill/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}",
+                              "composition", "transformer_prefill", {**params, "dtype": dtype}, t))
     return out
 
 
@@ -114,7 +123,13 @@ def _timed_call(fn, *args) -> float:
 
 # ---- embedding-bag + MLP training step ------------------------------------------------------------
 
-def embedding_configs(quick: bool) -> list[dict]:
+def embedding_configs(quick: bool, gpu: bool = False) -> list[dict]:
+    if gpu:
+        configs = [{"tables": 8, "rows": 4_000_000, "dim": 128, "pooling": 32, "zipf_alpha": 1.05, "batch": 16384,
+                    "dense_features": 13, "bottom_mlp": [512, 256, 128], "top_mlp": [1024, 512, 1], "repeats": 10},
+                   {"tables": 8, "rows": 10_000_000, "dim": 64, "pooling": 16, "zipf_alpha": 0.0, "batch": 32768,
+                    "dense_features": 13, "bottom_mlp": [256, 64], "top_mlp": [512, 256, 1], "repeats": 10}]
+        return configs[:1] if quick else configs
     if quick:
         return [{"tables": 2, "rows": 500_000, "dim": 64, "pooling": 16, "zipf_alpha": 1.05, "batch": 1024,
                  "dense_features": 13, "bottom_mlp": [128, 64], "top_mlp": [256, 1], "repeats": 5}]
@@ -137,7 +152,7 @@ def measure_embedding_step(ctx: Context, seed: int = 0) -> list:
     torch = ctx.torch
     rng = np.random.default_rng(seed)
     out = []
-    for cfg in embedding_configs(ctx.quick):
+    for cfg in embedding_configs(ctx.quick, ctx.gpu):
         T, d, B, P = cfg["tables"], cfg["dim"], cfg["batch"], cfg["pooling"]
         torch.manual_seed(seed)
         tables = [torch.randn(cfg["rows"], d, device=ctx.device) * 0.01 for _ in range(T)]

@@ -1,8 +1,7 @@
 """Prediction: every measured record becomes a dcsim prediction on the calibrated hardware.
 
 - Compute primitives (gemm, sdpa, copy, embedding_bag) use the calibrated device's cost functions
-  (gemm/sdpa/copy are what the fit saw - in-sample; embedding_bag is held out and predicted as a
-  memory-bound gather of the looked-up rows).
+  (all in-sample: gemm/sdpa/copy fit the roofline, embedding_bag the gather efficiency).
 - Message primitives (send_recv, all_reduce, all_to_all) run the `collective` workload through
   `sim.runner.run` on a 2-device cluster whose link is the calibrated one (all_to_all held out).
 - Compositions run their workload through `sim.runner.run` on the calibrated profile: the
@@ -108,12 +107,6 @@ class Predictor:
 
     def compute_primitive(self, r) -> tuple[float, str]:
         spec = self.cal.device
-        if r.workload == "embedding_bag":
-            p = r.params
-            e = 4 if p.get("dtype", "fp32") == "fp32" else 2
-            lookups = p["batch"] * p["pooling"]        # rows read + int64 indices + pooled outputs written,
-            nbytes = lookups * (p["dim"] * e + 8) + p["batch"] * p["dim"] * e      # as embedding_training's HBM
-            return spec.memory_time_s(nbytes), "device model (memory-bound gather)"
         return primitive_time_s(spec, r.workload, r.params), "device model (fitted)"
 
     def transformer(self, r) -> tuple[float, str]:

@@ -36,7 +36,10 @@ def summarize(samples_s: list[float]) -> Timing:
 
 
 def measure(fn: Callable[[], Any], repeats: int, warmup: int = 2,
-            sync: Callable[[], None] | None = None) -> Timing:
+            sync: Callable[[], None] | None = None, inner: int = 1) -> Timing:
+    """`repeats` samples; each runs `fn` `inner` times back to back (then syncs) and counts the
+    mean. inner > 1 measures steady-state throughput, where a GPU's kernel launches overlap the
+    previous kernel (as in a model's forward pass) instead of one launch + sync latency per call."""
     for _ in range(warmup):
         fn()
     if sync:
@@ -44,11 +47,12 @@ def measure(fn: Callable[[], Any], repeats: int, warmup: int = 2,
     samples, cpu = [], []
     for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
-        fn()
+        for _ in range(inner):
+            fn()
         if sync:
             sync()
-        samples.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
+        samples.append((time.perf_counter() - start) / inner)
+        cpu.append((time.process_time() - start_cpu) / inner)
     return replace(summarize(samples), cpu_median_s=float(statistics.median(cpu)))
 
 
@@ -93,11 +97,21 @@ class Context:
         return str(self.torch.__version__)
 
     @property
+    def gpu(self) -> bool:
+        return self.device == "cuda"
+
+    @property
+    def inner(self) -> int:
+        """Back-to-back calls per timed sample of a primitive: 10 on a GPU (steady-state
+        throughput, launches overlapped), 1 on a CPU (no asynchronous launch to overlap)."""
+        return 10 if self.gpu else 1
+
+    @property
     def sync(self) -> Callable[[], None] | None:
         return self.torch.cuda.synchronize if self.device == "cuda" else None
 
-    def time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2) -> Timing:
-        return measure(fn, repeats, warmup, self.sync)
+    def time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2, inner: int = 1) -> Timing:
+        return measure(fn, repeats, warmup, self.sync, inner)
 
     def record(self, name: str, family: str, workload: str, params: dict, timing: Timing,
                processes: int = 1, checks: dict | None = None):
