@@ -178,6 +178,25 @@ def test_profiles_are_catalog_yaml_a_scenario_names_by_path(tmp_path):
     assert run(loaded).metrics["time_s"] == pytest.approx(expected, rel=1e-6)
 
 
+def test_lockstep_primitives_calibrate_the_profile_context_parallel_ranks_run_on(tmp_path):
+    """Primitives timed on 2 ranks at once fit a second profile ('-x2'); CP predictions use it."""
+    slower = {**TRUE, "attention": 0.4, "memory": 0.3}
+    together = [r.model_copy(update={"name": "x2/" + r.name, "processes": 2}) for r in synthetic_primitives(slower)]
+    cal = calibrate(synthetic_primitives() + together + link_primitives(), NOMINAL, "t-1t", tmp_path)
+    assert cal.device.efficiency.attention == pytest.approx(TRUE["attention"], rel=1e-3)     # alone: unchanged
+    assert cal.lockstep.efficiency.attention == pytest.approx(0.4, rel=1e-3)
+    assert cal.lockstep.efficiency.memory == pytest.approx(0.3, rel=1e-3)
+    assert cal.lockstep_path.name == "t-1t-x2.yaml"
+    params = {"layers": 1, "hidden": 256, "ffn": 704, "heads": 4, "seq": 1024, "dtype": "fp32"}
+    alone = _rec("transformer_prefill/x", "transformer_prefill", params, 1.0, family="composition")
+    ring = _rec("ring_attention/pass-kv/x", "ring_attention", {**params, "cp": 2, "ring": "pass-kv"}, 1.0,
+                family="composition", processes=2)
+    cases = {c.name: c for c in Predictor(cal).predict([alone, ring])}
+    assert "x2 profile" in cases[ring.name].method and "x2" not in cases[alone.name].method
+    without = Predictor(calibrate(synthetic_primitives() + link_primitives(), NOMINAL, "t-1t"))
+    assert cases[ring.name].predicted_s > without.predict([ring])[0].predicted_s     # slower device
+
+
 # ---- prediction and report ----------------------------------------------------------------------
 
 def test_collectives_predicted_by_the_simulator_equal_the_two_rank_closed_forms():

@@ -19,6 +19,10 @@ rows of a skewed (Zipf) or small table are served from cache, so those records s
 The fit starts from *nominal* figures of the device (`nominal_cpu()` from /proc/cpuinfo, or the
 catalog entry of a GPU), stored in the records' meta so a record set can be recalibrated elsewhere.
 
+Two ranks at once: the 2-process session times the compute primitives on both ranks in lock-step;
+fitted the same way they give a second profile, `<device>-x2`, for compositions whose ranks compute
+at once (context parallelism): on a CPU the cores share caches and memory bandwidth.
+
 Link model (hardware_models/nic.py): latency `a` and bandwidth `B` from the 2-process `send_recv`
 (a + S/B: both ranks send S at once over a full-duplex link) and `all_reduce` records (2-rank ring:
 2 steps of S/2, so 2a + S/B - the schedule sim/collectives.py runs). `all_to_all` is held out.
@@ -114,7 +118,8 @@ def embedding_bag_bytes(p: dict) -> tuple[float, float]:
 def fit_gather(spec: DeviceSpec, records: list) -> tuple[DeviceSpec, list[str]]:
     """`efficiency.gather`: geometric median over the embedding_bag records of the fraction of
     memory bandwidth their rows reached (time left after the streamed bytes and the launch)."""
-    recs = [r for r in records if r.family == "primitive" and r.workload in GATHER_FIT_WORKLOADS]
+    recs = [r for r in records if r.family == "primitive" and r.workload in GATHER_FIT_WORKLOADS
+            and r.processes == 1]
     fractions = []
     for r in recs:
         rows, streamed = embedding_bag_bytes(r.params)
@@ -153,7 +158,8 @@ def build_device(name: str, nominal: dict, values: dict, source: str = "") -> De
 
 def fit_device(records: list, nominal: dict, name: str) -> DeviceFit:
     """Least-squares fit of the efficiencies (and fit_peak dtypes) to gemm/sdpa/copy records."""
-    recs = [r for r in records if r.family == "primitive" and r.workload in DEVICE_FIT_WORKLOADS]
+    recs = [r for r in records if r.family == "primitive" and r.workload in DEVICE_FIT_WORKLOADS
+            and r.processes == 1]
     if len(recs) < 4:
         raise ScenarioError("calibration needs at least 4 gemm/sdpa/copy primitive records", value=len(recs))
     dtypes = sorted({r.params["dtype"] for r in recs if r.workload == "gemm"} & set(nominal.get("fit_peak", [])))
@@ -235,6 +241,14 @@ class Calibration:
     device_rms_log_error: float
     device_path: Path | None = None
     link_path: Path | None = None
+    lockstep: DeviceSpec | None = None      # the device while every rank computes at once (`-x2`)
+    lockstep_path: Path | None = None
+
+
+def lockstep_records(records: list) -> list:
+    """The compute primitives timed on 2 ranks in lock-step, as 1-process records for fit_device."""
+    return [r.model_copy(update={"processes": 1}) for r in records
+            if r.family == "primitive" and r.workload in DEVICE_FIT_WORKLOADS and r.processes == 2]
 
 
 def calibrate(records: list, nominal: dict, name: str, profile_dir: str | Path | None = None) -> Calibration:
@@ -245,7 +259,14 @@ def calibrate(records: list, nominal: dict, name: str, profile_dir: str | Path |
     transport = "tcp" if nominal["kind"] == "cpu" else "nvlink"
     link = fit_link(records, f"{name}-link", transport)
     cal = Calibration(fit.spec, link, fit.rms_log_error)
+    together = lockstep_records(records)
+    if len(together) >= 4:
+        cal.lockstep = fit_device(together, nominal, f"{name}-x2").spec
     if profile_dir is not None:
+        if cal.lockstep is not None:
+            cal.lockstep_path = write_spec(cal.lockstep, Path(profile_dir) / f"{name}-x2.yaml",
+                                           f"Calibrated device profile '{name}-x2': the device while 2 ranks compute in "
+                                           "lock-step (shared memory system); used for CP predictions.")
         cal.device_path = write_spec(fit.spec, Path(profile_dir) / f"{name}.yaml",
                                      f"Calibrated device profile '{name}' (catalog format; a scenario names it by path).\n"
                                      "Written by `dcsim validate`; see validation/calibrate.py.")

@@ -6,6 +6,9 @@ joined by torch.distributed - gloo over loopback TCP on CPU, NCCL on 2 GPUs - ea
 
 - `send_recv` (both ranks send `bytes` to each other at once, as dcsim's 2-rank send_recv ring),
   `all_reduce` (fp32 sum of a `bytes` buffer) and `all_to_all` (each rank sends `bytes` in all) per size;
+- the compute primitives (gemm, sdpa, copy; the quick grids) on both ranks in lock-step, as the CP
+  ranks run: on a CPU the two cores then share the memory system, so these calibrate a second
+  device profile (`<device>-x2`) that the CP predictions use (records named `x2/...`, processes 2);
 - the transformer stack of `torch_models.Stack` with context parallelism 2, pass-KV and pass-Q, and
   checks that the CP output equals the single-process output (max abs error, reported in `checks`).
 
@@ -29,7 +32,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _timed(dist, torch, fn, repeats: int, warmup: int, device: str) -> dict:
+def _timed(dist, torch, fn, repeats: int, warmup: int, device: str, inner: int = 1) -> dict:
     for _ in range(warmup):
         fn()
     samples = []
@@ -38,10 +41,11 @@ def _timed(dist, torch, fn, repeats: int, warmup: int, device: str) -> dict:
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        fn()
+        for _ in range(inner):
+            fn()
         if device == "cuda":
             torch.cuda.synchronize()
-        samples.append(time.perf_counter() - start)
+        samples.append((time.perf_counter() - start) / inner)
     t = torch.tensor(samples, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     s = t.tolist()
@@ -69,6 +73,25 @@ def _comm(dist, torch, device: str, sizes: list[int], quick: bool) -> list[dict]
             rows.append({"workload": op, "params": {"bytes": numel * 4, "ranks": 2},
                          **_timed(dist, torch, fn, reps, 2, device)})
     return rows
+
+
+LOCKSTEP_PREFIX = "x2/"
+
+
+def _lockstep_primitives(dist, torch, device: str) -> list[dict]:
+    """The quick primitive grids timed on both ranks at once (barrier, slower rank's time)."""
+    from validation import primitives
+    from validation.timing import Context, Timing
+
+    class Lockstep(Context):
+        def time(self, fn, repeats, warmup=2, inner=1):
+            t = _timed(dist, torch, fn, repeats, warmup, device.split(":")[0], inner)
+            return Timing(t["median_s"], t["spread_s"], t["repeats"], t["min_s"])
+
+    ctx = Lockstep(torch, device.split(":")[0], torch.get_num_threads(), quick=True)
+    records = primitives.measure_gemm(ctx) + primitives.measure_sdpa(ctx) + primitives.measure_copy(ctx)
+    return [{"workload": r.workload, "name": LOCKSTEP_PREFIX + r.name, "params": r.params, "median_s": r.median_s,
+             "spread_s": r.spread_s, "repeats": r.repeats, "min_s": r.min_s} for r in records]
 
 
 def _cp(dist, torch, device: str, configs: list[dict], quick: bool) -> list[dict]:
@@ -110,7 +133,8 @@ def _worker(rank: int, port: int, device: str, threads: int, comm_sizes, cp_conf
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     dev = f"cuda:{rank}" if device == "cuda" else "cpu"
     try:
-        rows = _comm(dist, torch, dev, comm_sizes, quick) + _cp(dist, torch, dev, cp_configs, quick)
+        rows = (_comm(dist, torch, dev, comm_sizes, quick) + _lockstep_primitives(dist, torch, dev)
+                + _cp(dist, torch, dev, cp_configs, quick))
         if rank == 0:
             with open(out_path, "w") as f:
                 json.dump(rows, f)
@@ -135,6 +159,8 @@ def run_two_process(ctx, comm_sizes: list[int], cp_configs: list[dict]) -> list:
         if row["workload"] == "ring_attention":
             name = f"ring_attention/{p['ring']}/L{p['layers']}-d{p['hidden']}-s{p['seq']}"
             family = "composition"
+        elif "name" in row:
+            name, family = row["name"], "primitive"
         else:
             name = f"{row['workload']}/{p['bytes']}B"
             family = "primitive"

@@ -78,6 +78,7 @@ class Predictor:
         self.scenario_dir.mkdir(parents=True, exist_ok=True)
         shown = dict(data, hardware=dict(data["hardware"]))
         for key, spec, path in (("gpu", self.cal.device, self.cal.device_path),
+                                ("gpu", self.cal.lockstep, self.cal.lockstep_path),
                                 ("host_cpu", self.cal.device, self.cal.device_path),
                                 ("nic", self.cal.link, self.cal.link_path)):
             if path is not None and spec is not None and shown["hardware"].get(key) == spec.model_dump(mode="json"):
@@ -106,6 +107,8 @@ class Predictor:
         return out
 
     def compute_primitive(self, r) -> tuple[float, str]:
+        if r.processes == 2 and self.cal.lockstep is not None:
+            return primitive_time_s(self.cal.lockstep, r.workload, r.params), "x2 device model (fitted)"
         spec = self.cal.device
         return primitive_time_s(spec, r.workload, r.params), "device model (fitted)"
 
@@ -120,17 +123,19 @@ class Predictor:
                         "parallelism": {"tp": 1, "cp": cp}, "ring": ring if cp > 1 else "auto",
                         "requests": [{"prompt_tokens": p["seq"], "cached_tokens": 0, "decode_tokens": 0}]}
             hw = hardware(self.cal, cp)
+            device = self.cal.lockstep if cp > 1 and self.cal.lockstep is not None else self.cal.device
+            hw["gpu"] = device.model_dump(mode="json")
             dtype = p.get("dtype", "fp32")
             if dtype in _literal_args(module_for("cp_inference").Config, "attention_dtype"):
                 workload["attention_dtype"] = dtype
             elif dtype == "fp32":
                 # cp_inference's attention_dtype admits no fp32: run the attention in its bf16 slot on a
                 # device view whose bf16 peak is the fitted fp32 peak (GEMMs are fp32 and unaffected).
-                view = self.cal.device.model_copy(update={"peak": self.cal.device.peak.model_copy(
-                    update={"bf16": self.cal.device.peak.fp32})})
+                view = device.model_copy(update={"peak": device.peak.model_copy(update={"bf16": device.peak.fp32})})
                 hw = dict(hw, gpu=view.model_dump(mode="json"))
             result = self.run_scenario(f"validate-{r.name}", workload, hw=hw)
-            return result.metrics["ttft_s"], f"sim cp_inference (cp={cp}{', ' + ring if cp > 1 else ''})"
+            shown = f", {ring}" + (", x2 profile" if device is self.cal.lockstep else "") if cp > 1 else ""
+            return result.metrics["ttft_s"], f"sim cp_inference (cp={cp}{shown})"
         return kernel_sim.transformer(hardware(self.cal, cp), p, cp, ring), f"kernel sim (cp={cp})"
 
     def dataloader(self, r) -> tuple[float, str]:
