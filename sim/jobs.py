@@ -27,6 +27,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from sim.cluster import Cluster
 from sim.errors import ScenarioError
 from sim.workloads import MODULES
 
@@ -192,14 +193,10 @@ class TopologyView:
 
 
 @dataclass
-class ClusterView:
-    """One job's share of a Cluster: its hosts' devices, renumbered from rank 0, on the shared network."""
-    sim: object
-    hardware: object            # sub_hardware: nodes = this job's host count
-    topology: TopologyView
-    network: object
-    devices: list
-    hosts: list
+class ClusterView(Cluster):
+    """One job's share of a Cluster: its hosts' devices, renumbered from rank 0, on the shared network.
+    `hardware` is sub_hardware (nodes = this job's host count), `topology` a TopologyView; node
+    names (`tier_node`, `cpu_node`) take global host indices, as in `Device.host`."""
     host_ids: list[int] = field(default_factory=list)     # global index of each of the job's hosts
 
     @classmethod
@@ -208,20 +205,6 @@ class ClusterView:
         return cls(cluster.sim, sub_hardware(cluster.hardware, len(host_ids)),
                    TopologyView(cluster.topology, host_ids), cluster.network,
                    [d for devs in hosts for d in devs], hosts, list(host_ids))
-
-    @property
-    def num_gpus(self) -> int:
-        return len(self.devices)
-
-    def nodes(self, ranks) -> list[str]:
-        return [self.devices[r].node for r in ranks]
-
-    def tier_node(self, host: int, tier_name: str) -> str:
-        """`host` is a global host index, as in `Device.host`."""
-        return f"h{host}/{tier_name}"
-
-    def cpu_node(self, host: int) -> str:
-        return f"h{host}/cpu"
 
 
 class JobSimulation:

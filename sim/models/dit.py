@@ -30,11 +30,12 @@ from sim.models.training_shapes import (
     AttentionOp,
     CommOp,
     ElementwiseOp,
+    ModelFamily,
     Op,
     Recompute,
     Shape,
 )
-from sim.models.transformer import Gemm
+from sim.models.transformer import Gemm, tp_problem
 
 
 class DiTSpec(BaseModel):
@@ -134,36 +135,14 @@ PRESETS: Mapping[str, DiTSpec] = MappingProxyType({
 
 
 @dataclass(frozen=True)
-class DiTFamily:
+class DiTFamily(ModelFamily):
     """Training shapes of a DiTSpec (interface as training_shapes.LLMFamily)."""
     spec: DiTSpec
     family: str = "dit"
     causal: bool = False
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def layers(self) -> int:
-        return self.spec.layers
-
-    @property
-    def hidden(self) -> int:
-        return self.spec.hidden
-
-    def shape(self, tp, cp, sequence, batch, dtype, gemm_dtype, sequence_parallel=True) -> Shape:
-        return Shape(tp, cp, sequence, batch, self.spec.hidden, dtype, gemm_dtype, sequence_parallel)
-
     def tp_problem(self, tp: int) -> str | None:
-        m = self.spec
-        if m.heads % tp:
-            return f"tp {tp} must divide the {m.heads} heads"
-        if m.n_kv_heads % tp and tp % m.n_kv_heads:
-            return f"tp {tp} must divide or be a multiple of the {m.n_kv_heads} KV heads"
-        if m.ffn % tp:
-            return f"tp {tp} must divide the FFN width {m.ffn}"
-        return None
+        return tp_problem(self.spec, tp, kv_heads=self.spec.n_kv_heads)
 
     def cp_problem(self, cp: int, sequence: int) -> str | None:
         if sequence % cp:

@@ -191,11 +191,10 @@ class Shape:
 
 
 @dataclass(frozen=True)
-class LLMFamily:
-    """A decoder-only LLM (TransformerSpec) trained with causal attention."""
-    spec: TransformerSpec
-    family: str = "llm"
-    causal: bool = True
+class ModelFamily:
+    """What every trained model family shares: its spec's name, depth and width, and the `Shape`
+    of a layer under a parallelism. Subclasses add the layer ops, parameters and FLOPs."""
+    spec: object
 
     @property
     def name(self) -> str:
@@ -211,6 +210,14 @@ class LLMFamily:
 
     def shape(self, tp, cp, sequence, batch, dtype, gemm_dtype, sequence_parallel=True) -> Shape:
         return Shape(tp, cp, sequence, batch, self.spec.hidden, dtype, gemm_dtype, sequence_parallel)
+
+
+@dataclass(frozen=True)
+class LLMFamily(ModelFamily):
+    """A decoder-only LLM (TransformerSpec) trained with causal attention."""
+    spec: TransformerSpec
+    family: str = "llm"
+    causal: bool = True
 
     def tp_problem(self, tp: int) -> str | None:
         problem = tp_problem(self.spec, tp)

@@ -120,12 +120,14 @@ def resolve_model(value: str | dict | TransformerSpec) -> TransformerSpec:
     return TransformerSpec.model_validate(value)
 
 
-def tp_problem(model: TransformerSpec, tp: int) -> str | None:
-    """Why `tp` cannot shard `model` (None if it can)."""
+def tp_problem(model: TransformerSpec, tp: int, kv_heads: int | None = None) -> str | None:
+    """Why `tp` cannot shard `model` (None if it can); any model with `heads` and `ffn` (and
+    `kv_heads`, or the `kv_heads` argument)."""
+    kv = model.kv_heads if kv_heads is None else kv_heads
     if model.heads % tp:
         return f"tp {tp} must divide the {model.heads} query heads"
-    if model.kv_heads % tp and tp % model.kv_heads:
-        return f"tp {tp} must divide or be a multiple of the {model.kv_heads} KV heads"
+    if kv % tp and tp % kv:
+        return f"tp {tp} must divide or be a multiple of the {kv} KV heads"
     if model.ffn % tp:
         return f"tp {tp} must divide the FFN width {model.ffn}"
     return None
