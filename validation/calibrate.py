@@ -117,14 +117,15 @@ def embedding_bag_bytes(p: dict) -> tuple[float, float]:
 
 def fit_gather(spec: DeviceSpec, records: list) -> tuple[DeviceSpec, list[str]]:
     """`efficiency.gather`: geometric median over the embedding_bag records of the fraction of
-    memory bandwidth their rows reached (time left after the streamed bytes and the launch)."""
+    memory bandwidth their rows reached (time left after the streamed bytes and the launch; records
+    where that is less than half the time are launch-bound and skipped)."""
     recs = [r for r in records if r.family == "primitive" and r.workload in GATHER_FIT_WORKLOADS
             and r.processes == 1]
     fractions = []
     for r in recs:
         rows, streamed = embedding_bag_bytes(r.params)
         left = r.median_s - spec.memory_time_s(streamed)          # streamed bytes + the launch
-        if left > 0:
+        if left > 0.5 * r.median_s:        # else launch-bound: says little about the rows
             fractions.append(rows / (spec.memory_bandwidth * left))
     if not fractions:
         return spec, []

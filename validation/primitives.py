@@ -27,7 +27,7 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 def gemm_grid(quick: bool, gpu: bool = False) -> list[tuple[str, int, int, int]]:
     if gpu:
-        shapes = [(n, n, n) for n in ((1024, 4096, 8192) if quick else (256, 512, 1024, 2048, 4096, 8192))]
+        shapes = [(n, n, n) for n in ((256, 1024, 4096, 8192) if quick else (256, 512, 1024, 2048, 4096, 8192))]
         shapes += [(4096, 12288, 4096), (4096, 4096, 14336), (16, 8192, 8192)]
         if not quick:
             shapes += [(4096, 28672, 4096), (8192, 1024, 8192), (8192, 16, 8192), (16384, 512, 512)]
