@@ -66,7 +66,8 @@ class Validation:
 
     @property
     def gemm_peak_fraction(self) -> float:
-        gemms = [r for r in self.records if r.workload == "gemm" and r.params.get("dtype") == "fp32"]
+        gemms = [r for r in self.records if r.workload == "gemm" and r.params.get("dtype") == "fp32"
+                 and r.processes == 1]
         nominal = (self.meta.get("nominal") or {}).get(gemms[0].device) if gemms else None
         if not gemms or not nominal:
             return 1.0
