@@ -43,6 +43,7 @@ class BatchRouter:
         self.nvs_down = np.array([edge.get((f"h{h}/nvs", e), -1) for e, h in zip(endpoints, hosts)], dtype=np.int64)
         self._pair_paths: dict[int, tuple[int, int]] = {}   # switch pair key -> (first path id, count)
         self._paths: list[tuple[int, ...]] = []
+        self._table: tuple[np.ndarray, np.ndarray] | None = None
 
     def _pair(self, key: int) -> tuple[int, int]:
         if key not in self._pair_paths:
@@ -52,6 +53,18 @@ class BatchRouter:
             self._pair_paths[key] = (len(self._paths), len(paths))
             self._paths.extend(paths)
         return self._pair_paths[key]
+
+    def _path_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every switch path known so far as a -1-padded (paths x hops) array, and its latency;
+        rebuilt only when new switch pairs were routed."""
+        if self._table is None or len(self._table[0]) != len(self._paths):
+            width = max(len(p) for p in self._paths) if self._paths else 0
+            padded = np.full((len(self._paths), width), -1, dtype=np.int64)
+            for i, p in enumerate(self._paths):
+                padded[i, : len(p)] = p
+            lat = self.topo.latency
+            self._table = (padded, np.where(padded >= 0, lat[np.maximum(padded, 0)], 0.0).sum(axis=1))
+        return self._table
 
     def route(self, srcs: list[str], dsts: list[str]) -> RoutedFlows | None:
         try:
@@ -77,11 +90,7 @@ class BatchRouter:
             uniq, inverse = np.unique(keys, return_inverse=True)
             table = np.array([self._pair(int(k)) for k in uniq], dtype=np.int64)
             first, count = table[inverse, 0], table[inverse, 1]
-            width = max(len(p) for p in self._paths) if self._paths else 0
-            padded = np.full((len(self._paths), width), -1, dtype=np.int64)
-            for i, p in enumerate(self._paths):
-                padded[i, : len(p)] = p
-            path_lat = np.where(padded >= 0, lat[np.maximum(padded, 0)], 0.0).sum(axis=1)
+            padded, path_lat = self._path_table()
             owner = np.repeat(f, count)
             starts = np.repeat(np.cumsum(count) - count, count)
             path_id = np.repeat(first, count) + (np.arange(len(owner)) - starts)
