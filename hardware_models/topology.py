@@ -230,7 +230,6 @@ class _Builder:
     """Accumulates nodes and full-duplex links, then freezes them into a Topology."""
 
     def __init__(self, switch_latency_s: float):
-        self.g = nx.DiGraph()
         self.switch_latency_s = switch_latency_s
         self.src: list[str] = []
         self.dst: list[str] = []
@@ -242,7 +241,6 @@ class _Builder:
 
     def duplex(self, a: str, b: str, capacity: float, kind: str, lat_ab: float, lat_ba: float) -> None:
         for u, v, lat in ((a, b, lat_ab), (b, a, lat_ba)):
-            self.g.add_edge(u, v, capacity=capacity, latency=lat, kind=kind, id=len(self.src))
             self.src.append(u)
             self.dst.append(v)
             self.kind.append(kind)
@@ -257,12 +255,18 @@ class _Builder:
         """A tier/media node below `parent`: read link tier->parent, write link parent->tier."""
         parents[node] = parent
         for u, v, cap in ((node, parent, tier_read_capacity(tier)), (parent, node, tier.write_bandwidth_bytes_per_s)):
-            self.g.add_edge(u, v, capacity=cap, latency=tier.latency, kind="memory", id=len(self.src))
             self.src.append(u)
             self.dst.append(v)
             self.kind.append("memory")
             self.cap.append(cap)
             self.lat.append(tier.latency)
+
+    def graph(self) -> nx.DiGraph:
+        """The directed graph of every link added (edge attributes: capacity, latency, kind, id)."""
+        g = nx.DiGraph()
+        g.add_edges_from((u, v, {"capacity": c, "latency": l, "kind": k, "id": i})
+                         for i, (u, v, c, l, k) in enumerate(zip(self.src, self.dst, self.cap, self.lat, self.kind)))
+        return g
 
     def endpoint(self, node: str, switch: str, nic: LinkSpec) -> None:
         """A NIC: the endpoint's egress pays the NIC latency, the switch's egress one hop."""
@@ -305,7 +309,7 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
     switch_graph.add_nodes_from(sorted(b.switches))
     switch_graph.add_edges_from((u, v) for u, v, k in zip(b.src, b.dst, b.kind) if k == "fabric")
     topo = Topology(
-        graph=b.g, devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
+        graph=b.graph(), devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
         attach_points=attach, link_src=b.src, link_dst=b.dst, link_kind=b.kind,
         capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
         max_paths=spec.max_paths,
