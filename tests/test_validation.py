@@ -277,6 +277,28 @@ def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     assert prim["median_rel_error"] < 0.08, prim
 
 
+def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
+    """The full harness on the development VM's CPU (1 thread per process, quiet: wall/CPU 1.00;
+    validation/records/intel-xeon-processor-1t-full.json). fp32 transformer prefill: -13 to -24 %
+    (eager torch runs RMSNorm and SwiGLU as separate element-wise passes, about twice the traffic of
+    the fused kernels dcsim charges; repeated runs of the same prefill vary by 7 %); ring attention on
+    2 processes, predicted on the lock-step ('-x2') profile: -20 to -36 % (gloo's transfers take the
+    cores the ranks compute on); DataLoader -9 / -15 %; embedding step -57 / -67 % (unfused
+    backward, as on the H100, and a 480 MB last-level cache that no gather efficiency represents)."""
+    from validation.harness import validate
+    result = validate(compare=STORED / "intel-xeon-processor-1t-full.json", out_dir=tmp_path, log=lambda msg: None)
+    cases = [c for c in result.cases if c.family == "composition"]
+    by_kind = {}
+    for c in cases:
+        by_kind.setdefault(c.workload, []).append(c.rel_error)
+    assert len(cases) == 13
+    assert all(abs(e) < 0.30 for e in by_kind["transformer_prefill"])
+    assert all(abs(e) < 0.42 for e in by_kind["ring_attention"])
+    assert all(abs(e) < 0.20 for e in by_kind["dataloader"])
+    assert all(-0.80 < e < -0.45 for e in by_kind["embedding_step"])
+    assert report.by_family(result.cases)["composition"]["median_rel_error"] < 0.28
+
+
 def test_compare_with_a_broken_records_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"records": [{"name": "x"}]}')
