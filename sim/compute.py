@@ -22,7 +22,7 @@ class Device:
         self.node = node
         self.spec = spec
         self.host = host
-        self.streams = {name: simpy.Resource(sim.env, capacity=1) for name in streams}
+        self.streams: dict[str, simpy.Resource] = {}    # created on first use (16K devices, few used)
         self.busy_s = {name: 0.0 for name in streams}
         self.flop_done = 0.0
         self.slowdown = 1.0          # kernel time multiplier: a straggler GPU (sim/stragglers.py)
@@ -30,7 +30,7 @@ class Device:
     def stream(self, name: str) -> simpy.Resource:
         if name not in self.streams:
             self.streams[name] = simpy.Resource(self.sim.env, capacity=1)
-            self.busy_s[name] = 0.0
+            self.busy_s.setdefault(name, 0.0)
         return self.streams[name]
 
     def run(self, name: str, duration_s: float, stream: str = "compute", flop: float = 0.0,

@@ -34,6 +34,7 @@ from sim.network_replay import Trajectory
 _DONE_BYTES = 1e-3        # a sub-flow with fewer bytes left than this is complete
 _REL_TOL = 1e-9
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
+_PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 
 
 def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
@@ -133,6 +134,8 @@ class Network:
         # id(step) -> (step, srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[int, tuple] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
+        # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
+        self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], _Routed] = {}
 
     @property
     def link_bytes(self) -> np.ndarray:
@@ -174,6 +177,18 @@ class Network:
                 routed = _select(routed, keep)
                 routed.nbytes = nbytes[routed.flow]
         return routed
+
+    def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:
+        """`_route`, reusing the routes of an earlier call with the same endpoints (exact: sub-flow
+        bytes are the flow's bytes times its path share). Hashed ECMP draws per call: not reused."""
+        if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
+            return self._route(flows)
+        key = (tuple(srcs), tuple(dsts))
+        unit = self._pair_routes.get(key)
+        if unit is None:
+            unit = self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)])
+            self._pair_routes[key] = unit
+        return _Routed(unit.flat, unit.lengths, unit.nbytes * nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
 
     def _route_pairs(self, flows) -> _Routed:
         flat, lengths, nbytes, owner, latency = [], [], [], [], []
@@ -231,7 +246,7 @@ class Network:
             srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
             nbytes = np.array([float(f[2]) for f in flows]) if flows else np.zeros(0)
             total = float(nbytes.sum())
-            routed = self._route(flows) if flows else None
+            routed = self._route_sized(flows, srcs, dsts, nbytes) if flows else None
             if keyed:
                 self._keyed[id(key)] = (key, srcs, dsts, nbytes, total, routed)
         event = self.sim.env.event()

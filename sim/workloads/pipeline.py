@@ -79,7 +79,7 @@ class Worker:
         return self.read_nodes[self._node]
 
     def pick_gpu(self):
-        return min(self.gpus, key=lambda d: (d.streams["compute"].count + len(d.streams["compute"].queue), d.node))
+        return min(self.gpus, key=lambda d: (d.stream("compute").count + len(d.stream("compute").queue), d.node))
 
 
 class Pipeline:
