@@ -1,13 +1,22 @@
 """Speed benchmarks: bare SimPy's event rate (the ceiling), then dcsim on each benchmark scenario.
 
-    python benchmarks/run.py [--only NAME ...]
+    python benchmarks/run.py [--only NAME ...] [--set KEY=VALUE ...]
 
-Prints one table: wall time, events, events/s, ratio to bare SimPy, and peak memory (RSS) per
-scenario. Not part of the test suite: speed targets are measured here, not asserted in tests.
+NAME is a file stem of benchmarks/scenarios/*.yaml (e.g. cp-405b-1m-16hosts); --set overrides
+scenario fields as `dcsim run --set` does (e.g. workload.duration_s=60 for a shortened ingestion run;
+its target then no longer applies and shows as "n/a").
+
+Prints one table, all runs in this one process: per scenario the wall time, events processed,
+events/s, the ratio to bare SimPy's events/s, the peak memory (resident set, reset before each
+scenario where Linux allows it, else the process's peak so far), issue 13's targets for it and
+whether they are met. Targets: events/s at least half of bare SimPy's and memory under 4 GiB for
+every scenario, plus a wall-time target per scenario (see TARGETS). Not part of the test suite:
+speed targets are measured here, not asserted in tests.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import resource
 import sys
 import time
@@ -17,6 +26,17 @@ import simpy
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+# issue 13 ("Simulator performance and scale") wall-time targets, by scenario file stem
+TARGETS = {
+    "cp-405b-1m-16hosts": 2.0,              # 16-host 1M-token CP prefill under 2 s
+    "embedding-1024gpu": 10.0,              # 1,024-GPU embedding iteration, flow-level all-to-all, under 10 s
+    "allreduce-16k-clos3": 60.0,            # 16K-GPU flow-level ring all-reduce under 60 s
+    "training-16k-analytical": 1.0,         # 16K-GPU analytical training iteration under 1 s
+    "ingestion-1h-400workers": 120.0,       # 1 simulated hour, 400 workers: "a minute or two" (lead's brief)
+}
+MIN_RATIO = 0.5                             # events/s at least half of bare SimPy's
+MAX_MEMORY_MIB = 4096.0
 
 
 def bare_simpy_events_per_s(n: int = 400_000) -> float:
@@ -32,27 +52,73 @@ def bare_simpy_events_per_s(n: int = 400_000) -> float:
     return n / (time.perf_counter() - start)
 
 
+def reset_peak_rss() -> bool:
+    """Reset this process's peak resident set (Linux: VmHWM via clear_refs); False if not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_mib() -> float:
+    """Peak resident set since the last reset (Linux VmHWM), else since the process started."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def verdict(stem: str, wall_s: float, ratio: float, memory_mib: float, overridden: bool) -> tuple[str, str]:
+    """(targets, met) columns: 'yes', or 'no:' and the targets missed."""
+    wall_target = None if overridden else TARGETS.get(stem)
+    targets = [f"ev/s>={MIN_RATIO:g}x", f"mem<{MAX_MEMORY_MIB / 1024:g}GiB"]
+    missed = []
+    if wall_target is not None:
+        targets.insert(0, f"wall<{wall_target:g}s")
+        if not wall_s < wall_target:
+            missed.append("wall")
+    elif stem in TARGETS:
+        targets.insert(0, "wall n/a")
+    if not ratio >= MIN_RATIO:
+        missed.append("ev/s")
+    if not memory_mib < MAX_MEMORY_MIB:
+        missed.append("mem")
+    return ", ".join(targets), "yes" if not missed else "no:" + "+".join(missed)
 
 
 def main() -> None:
     from sim import load_scenario, run
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="*", help="scenario file stems to run")
+    ap.add_argument("--only", nargs="*", help="scenario file stems to run (default: all)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario field (repeatable)")
     args = ap.parse_args()
+    paths = sorted((HERE / "scenarios").glob("*.yaml"))
+    if args.only:
+        unknown = set(args.only) - {p.stem for p in paths}
+        if unknown:
+            ap.error(f"no benchmark scenario {', '.join(sorted(unknown))}; have: {', '.join(p.stem for p in paths)}")
+        paths = [p for p in paths if p.stem in args.only]
     ceiling = bare_simpy_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
-    print(f"{'scenario':40s} {'wall_s':>8s} {'events':>10s} {'events/s':>12s} {'vs simpy':>9s} {'peak MiB':>9s}  metric")
-    for path in sorted((HERE / "scenarios").glob("*.yaml")):
-        if args.only and path.stem not in args.only:
-            continue
-        result = run(load_scenario(path))
+    print(f"{'scenario':26s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
+          f"{'targets':32s} {'met':12s} metric")
+    for path in paths:
+        gc.collect()
+        reset_peak_rss()
+        result = run(load_scenario(path, args.overrides))
         rate = result.events / result.wall_s if result.wall_s > 0 else float("nan")
+        memory = peak_rss_mib()
+        targets, met = verdict(path.stem, result.wall_s, rate / ceiling, memory, bool(args.overrides))
         key = next((k for k in ("time_s", "ttft_s", "iteration_s", "trainer_samples_per_s") if k in result.metrics), None)
         metric = f"{key}={result.metrics[key]:.4g}" if key else ""
-        print(f"{path.stem:40s} {result.wall_s:8.2f} {result.events:10d} {rate:12,.0f} {rate / ceiling:9.2f} "
-              f"{peak_rss_mib():9.0f}  {metric}")
+        print(f"{path.stem:26s} {result.wall_s:8.2f} {result.events:10d} {rate:11,.0f} {rate / ceiling:8.2f} "
+              f"{memory:8.0f}  {targets:32s} {met:12s} {metric}", flush=True)
+        del result
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ Two observers, attached before the run (sim/energy.py does it), see everything a
 - `LinkTraffic` sees every byte the network moves (`on_links` from the flow backend at each rate
   update, `on_subflows` from the analytical backend per transfer), weights it per link by sparse
   coefficients (e.g. joules per byte for the NIC and the switches a link touches) and accumulates
-  the weighted amounts into time bins per row (e.g. per power class and per host).
+  the weighted amounts into time bins per row (e.g. per power class and per host). It buffers what
+  it is given and bins it in vectorised batches (`flush()`, also done before results are read):
+  the same amounts per interval and row as binning each call at once, summed in another order
+  (identical within float rounding; tests/test_workload_speed.py compares both).
+
+`OpenIntervals` keeps, per GPU, the interval during which it takes part in transfers (sim/energy.py
+feeds it each transfer's endpoints; it hands closed intervals to a `SpanActivity`).
 
 `AdaptiveBins` holds amounts (e.g. joules) over time in a fixed number of equal bins whose width
 doubles - adjacent pairs merge - whenever something lands past the end, so any run length fits
@@ -23,6 +29,7 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
+import pandas as pd
 
 MIN_BIN_S = 2.0 ** -30          # ~1 ns: the initial bin width
 
@@ -38,14 +45,19 @@ class AdaptiveBins:
         self._rate = np.zeros((rows, bins + 1))      # difference array of per-bin amounts of whole bins
 
     def fit(self, t_end: float) -> None:
-        """Coarsen until [0, t_end] lies inside the bins (t_end < bins x width)."""
-        while t_end >= self.bins * self.width_s:
-            values = self.values()
-            half = values.reshape(self.rows, self.bins // 2, 2).sum(axis=2)
-            self._direct = np.zeros((self.rows, self.bins))
-            self._direct[:, : self.bins // 2] = half
-            self._rate[:] = 0.0
-            self.width_s *= 2.0
+        """Coarsen until [0, t_end] lies inside the bins (t_end < bins x width): m doublings of the
+        width merge every 2^m adjacent bins (all of them into the first when 2^m >= bins), at once."""
+        factor = 1
+        while t_end >= self.bins * self.width_s * factor:
+            factor *= 2
+        if factor == 1:
+            return
+        group = min(factor, self.bins)
+        merged = self.values().reshape(self.rows, self.bins // group, group).sum(axis=2)
+        self._direct = np.zeros((self.rows, self.bins))
+        self._direct[:, : self.bins // group] = merged
+        self._rate[:] = 0.0
+        self.width_s *= factor
 
     def values(self) -> np.ndarray:
         """rows x bins amounts."""
@@ -103,7 +115,7 @@ class SpanActivity:
         self._start = np.zeros(0)
         self._end = np.zeros(0)
         self._unit_s = np.zeros(0)
-        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []     # from add_many
+        self._chunks: list[tuple] = []          # from add_many / add_spans: (keys, start, end, units or None)
         self._chunk_len = 0
         self._batch = batch
         self._next = batch
@@ -119,8 +131,17 @@ class SpanActivity:
     def add_many(self, key_ids: np.ndarray, start_s, end_s) -> None:
         """Busy intervals of keys (from `key_id`) given as arrays, one unit each."""
         key_ids = np.asarray(key_ids, dtype=np.int64)
-        self._chunks.append((key_ids, np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
-                             np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy()))
+        self._add_chunk(key_ids, np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
+                        np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy(), None)
+
+    def add_spans(self, key_ids: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, units: np.ndarray) -> None:
+        """Recorder spans in bulk (as arrays): what calling this observer once per span does."""
+        self._add_chunk(np.asarray(key_ids, dtype=np.int64), np.asarray(start_s, dtype=float),
+                        np.asarray(end_s, dtype=float), np.asarray(units, dtype=float))
+        self.spans += len(key_ids)
+
+    def _add_chunk(self, key_ids, start_s, end_s, units) -> None:
+        self._chunks.append((key_ids, start_s, end_s, units))
         self._chunk_len += len(key_ids)
         if self._chunk_len >= self._next:
             self._merge()
@@ -144,12 +165,12 @@ class SpanActivity:
             return
         k = np.frombuffer(self._buf_key, dtype=np.int32).astype(np.int64)
         s, e, u = (np.frombuffer(b).copy() for b in (self._buf_start, self._buf_end, self._buf_units))
-        self.spans += len(k)                             # recorder spans (not add_many intervals)
+        self.spans += len(k)                             # recorder spans (add_spans counts its own)
         if self._chunks:
             k = np.concatenate([k, *(c[0] for c in self._chunks)])
             s = np.concatenate([s, *(c[1] for c in self._chunks)])
             e = np.concatenate([e, *(c[2] for c in self._chunks)])
-            u = np.r_[u, np.ones(self._chunk_len)]
+            u = np.concatenate([u, *(np.ones(len(c[0])) if c[3] is None else c[3] for c in self._chunks)])
             self._chunks, self._chunk_len = [], 0
         busy = e > s
         unit_s = np.bincount(k[busy], (u * (e - s))[busy], minlength=len(self.keys))
@@ -170,6 +191,121 @@ class SpanActivity:
         """(key id, start_s, end_s) of the merged intervals: disjoint per key, sorted by key then start."""
         self._merge()
         return self._key, self._start, self._end
+
+
+class OpenIntervals:
+    """Per row (a GPU): the open interval during which it takes part in transfers.
+
+    A transfer makes its rows busy from `start_s` until `end_s`. One that starts no later than the
+    row's open interval ends (within 1e-12 relative) extends it to the later end; otherwise the open
+    interval is closed - handed to `emit(rows, starts, ends)` - and a new one opened, so back-to-back
+    steps of a collective keep one interval per GPU. Transfers with few rows (`add`) are buffered
+    and folded in vectorised batches; ones with many (`add_many`) are folded at once, after the
+    buffer. Either way the intervals are those of folding every transfer in turn, in call order
+    (tests/test_workload_speed.py holds it to that).
+    """
+
+    def __init__(self, rows: int, emit, batch: int = 1 << 16) -> None:
+        self._start = np.zeros(rows)
+        self._end = np.full(rows, -np.inf)
+        self.emit = emit
+        self._batch = batch
+        self._rows, self._counts = array("q"), array("q")
+        self._starts, self._ends = array("d"), array("d")
+        # (rows array, end): those rows' open intervals all end at `end`, not yet written to _end
+        # (a ring collective's steps, back to back on the same GPUs, extend it in O(1) each)
+        self._uniform: tuple[np.ndarray, float] | None = None
+
+    @property
+    def start(self) -> np.ndarray:
+        self._settle()
+        return self._start
+
+    @property
+    def end(self) -> np.ndarray:
+        self._settle()
+        return self._end
+
+    def _settle(self) -> None:
+        if self._uniform is not None:
+            rows, end = self._uniform
+            self._uniform = None
+            self._end[rows] = end
+
+    def add(self, rows: list[int], start_s: float, end_s: float) -> None:
+        """Distinct `rows` busy over [start_s, end_s] (buffered)."""
+        self._settle()
+        self._rows.extend(rows)
+        self._counts.append(len(rows))
+        self._starts.append(start_s)
+        self._ends.append(end_s)
+        if len(self._rows) >= self._batch:
+            self.flush()
+
+    def add_many(self, rows: np.ndarray, start_s: float, end_s: float) -> None:
+        """Distinct `rows` (an array) busy over [start_s, end_s], folded now."""
+        self.flush()
+        if self._uniform is not None and self._uniform[0] is rows:
+            end = self._uniform[1]                                 # every row's open end
+            if start_s > end * (1 + 1e-12) + 1e-15:
+                if end != -np.inf:
+                    self.emit(rows, self._start[rows], np.full(len(rows), end))
+                self._start[rows] = start_s
+            self._uniform = (rows, max(end, end_s))
+            return
+        self._settle()
+        open_end = self._end[rows]
+        fresh = start_s > open_end * (1 + 1e-12) + 1e-15       # does not continue the open interval
+        closing = rows[fresh & np.isfinite(open_end)]
+        if len(closing):
+            self.emit(closing, self._start[closing], self._end[closing])
+        self._start[rows[fresh]] = start_s
+        new_end = np.maximum(open_end, end_s)
+        self._end[rows] = new_end
+        if len(rows) > 64 and (new_end == end_s).all():
+            self._uniform = (rows, end_s)
+
+    def flush(self) -> None:
+        """Fold the buffered transfers, per row in call order: a row's open interval ends at the
+        running maximum of its transfers' ends; a transfer starting past it closes it."""
+        if not len(self._counts):
+            return
+        self._settle()
+        counts = np.frombuffer(self._counts, dtype=np.int64)
+        row = np.frombuffer(self._rows, dtype=np.int64)
+        order = np.argsort(row, kind="stable")                    # per row, in call order
+        r = row[order]
+        s = np.repeat(np.frombuffer(self._starts), counts)[order]
+        e = np.repeat(np.frombuffer(self._ends), counts)[order]
+        self._rows, self._counts, self._starts, self._ends = array("q"), array("q"), array("d"), array("d")
+        first = np.r_[True, r[1:] != r[:-1]]
+        last = np.r_[first[1:], True]
+        group = np.cumsum(first) - 1
+        uniq = r[first]
+        init_start, init_end = self._start[uniq][group], self._end[uniq][group]
+        running = pd.Series(e).groupby(group).cummax().to_numpy()        # max of ends up to here
+        before = np.r_[-np.inf, running[:-1]]
+        before[first] = -np.inf
+        before = np.maximum(before, init_end)                             # open end before this transfer
+        fresh = s > before * (1 + 1e-12) + 1e-15
+        opened = pd.Series(np.where(fresh, s, np.nan)).groupby(group).ffill().to_numpy()
+        after = np.where(np.isnan(opened), init_start, opened)           # open start after this transfer
+        start_before = np.r_[0.0, after[:-1]]
+        start_before[first] = init_start[first]
+        closing = fresh & np.isfinite(before)
+        if closing.any():
+            self.emit(r[closing], start_before[closing], before[closing])
+        self._start[uniq] = after[last]
+        self._end[uniq] = np.maximum(init_end[last], running[last])
+
+    def close(self) -> None:
+        """Close every open interval (end of the run)."""
+        self.flush()
+        self._settle()
+        rows = np.flatnonzero(np.isfinite(self._end))
+        if len(rows):
+            self.emit(rows, self._start[rows], self._end[rows])
+        self._end[:] = -np.inf
 
 
 def union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -194,12 +330,26 @@ class LinkTraffic:
 
     `rows[l, j]` / `coef[l, j]` (links x slots) say that a byte on link l adds `coef[l, j]` to row
     `rows[l, j]` (slots with coefficient 0 are unused). One `AdaptiveBins` per row set.
+
+    Calls are buffered as they come and binned together once `batch_entries` (link, bytes) entries
+    wait, or on `flush()`: per distinct (interval, row) the weighted bytes are summed, then spread in
+    one call. `batch_entries=0` bins every call at once (the straightforward path, kept for tests).
     """
 
-    def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None) -> None:
+    def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None,
+                 batch_entries: int = 1 << 16) -> None:
         self.row_sets = row_sets
         self.flow_ends = flow_ends          # optional callable(srcs, dsts, start_s, finish_s)
-        self.bytes = 0.0
+        self.batch_entries = batch_entries
+        self._bytes = 0.0
+        self._chunks: list[tuple] = []
+        self._entries = 0
+
+    @property
+    def bytes(self) -> float:
+        """Bytes x links seen so far."""
+        self.flush()
+        return self._bytes
 
     def on_flows(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
         if self.flow_ends is not None:
@@ -207,31 +357,55 @@ class LinkTraffic:
 
     def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
         used = np.flatnonzero(link_bytes)
-        if not len(used):
-            return
-        self.bytes += float(link_bytes[used].sum())
-        moved = link_bytes[used]
-        for rows, coef, bins in self.row_sets:
-            amounts = np.bincount(rows[used].ravel(), (coef[used] * moved[:, None]).ravel(), minlength=bins.rows)
-            bins.spread_interval(t0, t1, amounts)
+        if len(used):
+            self._add((t0, t1, used, link_bytes[used], None), len(used))
 
     def on_subflows(self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
                     nbytes: np.ndarray) -> None:
         """Sub-flow i moves nbytes[i] over its links (flat, by lengths) uniformly during [t0[i], t1[i]]."""
-        if not len(flat):
+        if len(flat):               # copies: the network may reuse its arrays
+            self._add((np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
+                       np.array(nbytes, dtype=float), np.array(lengths, dtype=np.int64)), len(flat))
+
+    def _add(self, chunk: tuple, entries: int) -> None:
+        self._chunks.append(chunk)
+        self._entries += entries
+        if self._entries >= self.batch_entries:
+            self.flush()
+
+    def flush(self) -> None:
+        """Bin everything buffered."""
+        if not self._chunks:
             return
-        self.bytes += float(np.dot(nbytes, lengths))
-        sub = np.repeat(np.arange(len(lengths)), lengths)
-        # sub-flows of one transfer mostly share their timing: sum per (interval, row), then spread
+        chunks, self._chunks, self._entries = self._chunks, [], 0
+        links = [c for c in chunks if c[4] is None]          # on_links: one interval, bytes per link
+        subflows = [c for c in chunks if c[4] is not None]   # on_subflows: an interval per sub-flow
+        if links:
+            sizes = np.array([len(c[2]) for c in links])
+            self._bin(np.array([c[0] for c in links], dtype=float), np.array([c[1] for c in links], dtype=float),
+                      np.repeat(np.arange(len(links)), sizes), np.concatenate([c[2] for c in links]),
+                      np.concatenate([c[3] for c in links]))
+        if subflows:
+            lengths = np.concatenate([np.asarray(c[4], dtype=np.int64) for c in subflows])
+            t0 = np.concatenate([np.broadcast_to(np.asarray(c[0], dtype=float), np.shape(c[4])) for c in subflows])
+            t1 = np.concatenate([np.broadcast_to(np.asarray(c[1], dtype=float), np.shape(c[4])) for c in subflows])
+            sub = np.repeat(np.arange(len(lengths)), lengths)
+            nbytes = np.concatenate([np.asarray(c[3], dtype=float) for c in subflows])
+            self._bin(t0, t1, sub, np.concatenate([c[2] for c in subflows]), nbytes[sub])
+
+    def _bin(self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray,
+             entry_bytes: np.ndarray) -> None:
+        """Entry i moves entry_bytes[i] over link flat[i] uniformly during interval interval[i]
+        ([t0, t1] of it): weighted sums per distinct (timing, row), spread into the bins."""
+        self._bytes += float(entry_bytes.sum())
+        # intervals of equal timing (sub-flows of one transfer, mostly) are binned together
         u0, i0 = np.unique(t0, return_inverse=True)
         u1, i1 = np.unique(t1, return_inverse=True)
-        pair = i0.ravel() * len(u1) + i1.ravel()
-        pairs, interval = np.unique(pair, return_inverse=True)
+        pairs, pair_of = np.unique(i0.ravel() * len(u1) + i1.ravel(), return_inverse=True)
         starts, ends = u0[pairs // len(u1)], u1[pairs % len(u1)]
-        interval = interval.ravel()[sub]
-        per_link_bytes = nbytes[sub]
+        interval = pair_of.ravel()[interval]
         for rows, coef, bins in self.row_sets:
-            r, c = rows[flat], coef[flat] * per_link_bytes[:, None]
+            r, c = rows[flat], coef[flat] * entry_bytes[:, None]
             code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
             if len(pairs) * bins.rows <= 4 * len(code) + 4096:
                 sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)

@@ -23,6 +23,8 @@ Power model (each component: idle power all run long, plus a dynamic part driven
 
 Exactness: activity is accumulated while the run goes (sim/activity.py observers on the span
 recorder and the network), so energy is exact even when the recorder drops spans past its limit.
+Cost: the observers only buffer what they see (spans, link bytes per interval, transfers' GPUs) and
+fold it in vectorised batches; the report integrates the merged busy intervals once at the end.
 Time series: cluster power per class in up to 16,384 bins, per group (host, pool host, switch)
 in up to 256 bins; bin widths are powers of two seconds, fine enough to cover the run.
 
@@ -42,7 +44,7 @@ import numpy as np
 import pandas as pd
 from scipy.ndimage import maximum_filter1d, minimum_filter1d
 
-from sim.activity import AdaptiveBins, LinkTraffic, SpanActivity, union
+from sim.activity import AdaptiveBins, LinkTraffic, OpenIntervals, SpanActivity, union
 from sim.energy_inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
 
 FINE_BINS = 16384
@@ -50,6 +52,7 @@ COARSE_BINS = 256
 IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
 CPU_TRACKS = frozenset({"cpu"})
 SWING_WINDOW_S = 1.0
+_FEW_ENDPOINTS = 16           # transfers with at most this many endpoints are buffered (OpenIntervals.add)
 
 
 class EnergyMeter:
@@ -66,9 +69,9 @@ class EnergyMeter:
         self._devices = pd.Index(list(self.inv.device_index))
         self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
         self._rows_cache: dict[int, tuple] = {}
-        self._open_start = np.zeros(len(self._devices))               # per GPU: open comm interval
-        self._open_end = np.full(len(self._devices), -np.inf)
         self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
+        self._comm = OpenIntervals(len(self._devices),                 # per GPU: open comm interval
+                                   lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end))
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
@@ -79,40 +82,30 @@ class EnergyMeter:
         Intervals that continue a GPU's open interval (the next step of a collective starting when
         the last one ended) extend it instead of adding a new one, so a 16K-GPU ring all-reduce keeps
         one interval per GPU rather than 32K."""
+        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:            # point-to-point: buffered
+            row = self._device_row
+            rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+            if rows:
+                end_s = finish_s.max().item()
+                if end_s > start_s:
+                    self._comm.add(rows, start_s, end_s)
+            return
         cached = self._rows_cache.get(id(srcs))          # repeated collective steps reuse their lists
         if cached is not None and cached[0] is srcs and cached[1] is dsts:
-            _, _, uniq, order, bounds = cached
+            uniq = cached[2]
         else:
             row = self._device_row
             rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
                                count=len(srcs) + len(dsts))
-            order = np.flatnonzero(rows >= 0)
-            order = order[np.argsort(rows[order], kind="stable")]
-            sorted_rows = rows[order]
-            bounds = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]]) if len(order) else order
-            uniq = sorted_rows[bounds] if len(order) else order
+            uniq = np.unique(rows[rows >= 0])
             if len(srcs) > 64:
-                self._rows_cache[id(srcs)] = (srcs, dsts, uniq, order, bounds)
-        if not len(order):
+                self._rows_cache[id(srcs)] = (srcs, dsts, uniq)
+        if not len(uniq):
             return
         end_s = float(np.max(finish_s))
-        if not end_s > start_s:
-            return
-        # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
-        rows, last = uniq, np.full(len(uniq), end_s)
-        open_end = self._open_end[rows]
-        fresh = start_s > open_end * (1 + 1e-12) + 1e-15       # does not continue the open interval
-        closing = rows[fresh & np.isfinite(open_end)]
-        if len(closing):
-            self.spans.add_many(self._flow_key[closing], self._open_start[closing], self._open_end[closing])
-        self._open_start[rows[fresh]] = start_s
-        self._open_end[rows] = np.maximum(open_end, last)
-
-    def _close_open_intervals(self) -> None:
-        rows = np.flatnonzero(np.isfinite(self._open_end))
-        if len(rows):
-            self.spans.add_many(self._flow_key[rows], self._open_start[rows], self._open_end[rows])
-        self._open_end[:] = -np.inf
+        if end_s > start_s:
+            # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
+            self._comm.add_many(uniq, start_s, end_s)
 
     @classmethod
     def attach(cls, sim, cluster, scenario) -> EnergyMeter:
@@ -123,21 +116,21 @@ class EnergyMeter:
         inv = self.inv
         if hasattr(self.network, "flush"):                 # flows still running at the end: bytes so far
             self.network.flush()
+        self.traffic.flush()                               # bin the buffered traffic
         for bins in (self.fine, self.coarse):
             bins.fit(duration_s)
         fine = AdaptiveBins(len(CLASSES), FINE_BINS, self.fine.width_s)
         coarse = AdaptiveBins(len(inv.groups), COARSE_BINS, self.coarse.width_s)
-        self._close_open_intervals()
+        self._comm.close()
         key_ids, start, end = self.spans.intervals()        # disjoint per (component, track, category)
         targets = [self._target(k) for k in self.spans.keys]
         active = self._active_groups(targets)
         self._gpu_activity(targets, key_ids, start, end, fine, coarse)
         self._cpu_activity(targets, key_ids, start, end, fine, coarse)
-        for gi, g in enumerate(inv.groups):
-            if g.kind != "pool_host" or gi in active:
-                for c, w in g.idle_w.items():
-                    fine.spread([CLASS_ROW[c]], 0.0, duration_s, [w * duration_s])
-                coarse.spread([gi], 0.0, duration_s, [sum(g.idle_w.values()) * duration_s])
+        idle = [(gi, g) for gi, g in enumerate(inv.groups) if g.kind != "pool_host" or gi in active]
+        fine.spread([CLASS_ROW[c] for _, g in idle for c in g.idle_w], 0.0, duration_s,
+                    [w * duration_s for _, g in idle for w in g.idle_w.values()])
+        coarse.spread([gi for gi, _ in idle], 0.0, duration_s, [sum(g.idle_w.values()) * duration_s for _, g in idle])
         class_j = self.fine.values() + fine.values()
         group_j = self.coarse.values() + coarse.values()
         pue = inv.site.pue
@@ -252,6 +245,7 @@ class EnergyMeter:
         """Core-seconds per CPU key, spread over its busy intervals -> CPU, DRAM and board energy."""
         inv = self.inv
         bounds = np.searchsorted(key_ids, np.arange(len(targets) + 1))      # key_ids is sorted (union)
+        parts_of = {"fine": [], "coarse": []}                                 # (rows, start, end, joules)
         for k, t in enumerate(targets):
             if t is None or t[0] != "cpu":
                 continue
@@ -269,8 +263,11 @@ class EnergyMeter:
                 parts.append(("chassis", dynamic_w(inv.site.cpu_host) * core_s / cores))
             for cls, joules in parts:
                 amounts = joules * (e - s) / busy_s
-                fine.spread(np.full(len(s), CLASS_ROW[cls]), s, e, amounts)
-                coarse.spread(np.full(len(s), t[1]), s, e, amounts)
+                parts_of["fine"].append((np.full(len(s), CLASS_ROW[cls]), s, e, amounts))
+                parts_of["coarse"].append((np.full(len(s), t[1]), s, e, amounts))
+        for bins, parts in ((fine, parts_of["fine"]), (coarse, parts_of["coarse"])):
+            if parts:                                      # one spread for every key's intervals
+                bins.spread(*(np.concatenate(column) for column in zip(*parts)))
 
 
 @dataclass

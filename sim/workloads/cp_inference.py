@@ -13,7 +13,9 @@ row-wise FFN), `attention_dtype` (attention, KV cache, ring messages), `parallel
 defaults to gpus_per_node, cp to the rest), `ring`, `requests` (list) or `arrivals` (Poisson, from
 the seeded substream "arrivals"), `allreduce_algorithm`, `background` (point-to-point flows that
 share the links from t = 0), `simulate: {ranks, layers}` (fidelity: see cp_layers.py; `ranks: auto`
-simulates one representative CP rank only where every rank sees the same network).
+simulates one representative CP rank only where every rank sees the same network; where one rank
+group runs alone, identical layers are replayed exactly, cp_replay.py, so `layers: all` costs about
+one layer of simulation).
 
 Memory check (at load): weights + KV cache + activations + ring buffers per GPU against the GPU's
 memory; a model that does not fit is a one-line error with the numbers.
@@ -259,6 +261,9 @@ def simulate(sim, cluster, config: Config):
     layout = Layout(cluster, tp, cp, config.representative(hw))
     layers = None if config.simulate.layers == "all" else config.simulate.layers
     net = cluster.network
+    # layers repeat exactly when nothing else shares the network (cp_replay.py): no background
+    # flows, no other job (a job's view of a shared cluster has a topology view, not the network's)
+    exact = not config.background and net.topology is cluster.topology
     for f in config.background:
         net.transfer(cluster.devices[f.src].node, cluster.devices[f.dst].node, f.bytes, name="background")
     rows, ttits = [], []
@@ -271,7 +276,7 @@ def simulate(sim, cluster, config: Config):
         phase = Phase("prefill", req.prompt_tokens, req.cached_tokens)
         ring, choice = choose_prefill_ring(config, cluster, layout, phase)
         run = PhaseRun(sim, net, layout, _phase_plan(config, hw, phase, ring), layers,
-                       config.allreduce_algorithm)
+                       config.allreduce_algorithm, exact)
         breakdown = yield from run.run()
         row = {"arrival_s": arrival, "queue_s": start - arrival, "prefill_s": sim.now - start,
                "ttft_s": sim.now - arrival, "ring": ring}
@@ -281,7 +286,7 @@ def simulate(sim, cluster, config: Config):
         for t in range(req.decode_tokens):
             step_start = sim.now
             plan = _phase_plan(config, hw, Phase("decode", 1, req.prompt_tokens + req.cached_tokens + t), ring)
-            drun = PhaseRun(sim, net, layout, plan, layers, config.allreduce_algorithm)
+            drun = PhaseRun(sim, net, layout, plan, layers, config.allreduce_algorithm, exact)
             bd = yield from drun.run()
             decode.append(sim.now - step_start)
             if i == 0 and t == 0:

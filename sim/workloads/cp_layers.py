@@ -20,12 +20,17 @@ Fidelity modes (`Layout.representative`, `layers_simulated`):
   ranks). The other ranks' GPUs mirror the representative's activity: busy counters, and for the
   span observers (energy) its busy intervals per layer and stream (kernels merged, category
   `compute` or `comm`); the trace and the network's link counters show rank 0's only.
-- layers_simulated = k < layers: the first k layers run in full; every layer starts from the same
-  idle state, so the rest take k-th-layer time each (a test proves the per-layer timing identical
-  to a full run): the GPUs' streams are held for that long, and the busy intervals of the k-th
-  layer's streams (kernels merged) are recorded again, shifted, for every replayed layer (compute as
-  category `replayed`, comm as `comm`), so per-GPU activity (energy) matches a full run; network
-  flows are not replayed. Breakdowns scale the same way.
+- one rank group alone (representative, or cp = 1), nothing else on the network (`exact_replay`):
+  every layer starts from the same idle state, so the first layer (the k-th with
+  layers_simulated = k) is recorded and replayed exactly for the others (cp_replay.py: spans,
+  observer calls, network traffic and counters shifted by whole layer times; the GPUs' streams are
+  held meanwhile). Identical to simulating every layer, up to float rounding.
+- otherwise, layers_simulated = k < layers: the first k layers run in full; the rest take k-th-layer
+  time each (a test proves the per-layer timing identical to a full run): the GPUs' streams are held
+  for that long, and the busy intervals of the k-th layer's streams (kernels merged) are recorded
+  again, shifted, for every replayed layer (compute as category `replayed`, comm as `comm`), so
+  per-GPU activity (energy) matches a full run; network flows are not replayed. Breakdowns scale
+  the same way.
 
 `PhaseRun.breakdown` splits the phase's time on GPU (rank 0, TP 0) into dense kernels, attention,
 merges, exposed ring communication (time waiting for blocks after the step's attention), the
@@ -37,6 +42,7 @@ from collections import defaultdict
 
 from sim.collectives import choose, run_schedule
 from sim.workloads.cp_plan import Kernel, LayerPlan
+from sim.workloads.cp_replay import LayerRecording, delay_to
 
 
 def _busy_intervals(spans: list[tuple[str, float, float, float]]) -> list[tuple[str, float, float]]:
@@ -78,9 +84,11 @@ class PhaseRun:
     """One phase on the cluster; `run()` is a SimPy generator returning the breakdown dict."""
 
     def __init__(self, sim, network, layout: Layout, plan: LayerPlan, layers_simulated: int | None = None,
-                 allreduce_algorithm: str = "auto") -> None:
+                 allreduce_algorithm: str = "auto", exact_replay: bool = False) -> None:
         self.sim, self.network, self.layout, self.plan = sim, network, layout, plan
-        self.layers_simulated = min(layers_simulated or plan.layers, plan.layers)
+        self.exact_replay = exact_replay and len(layout.simulated_ranks) == 1
+        # all layers: simulate the first and replay it exactly where allowed, else simulate them all
+        self.layers_simulated = min(layers_simulated or (1 if self.exact_replay else plan.layers), plan.layers)
         self.allreduce_algorithm = allreduce_algorithm
         self.breakdown: dict[str, float] = defaultdict(float)
         self.ring_steps: list[dict] = []        # first layer, GPU (0, 0): per-step timing
@@ -100,6 +108,63 @@ class PhaseRun:
     def _rank(self, c: int):
         plan, devices = self.plan, self.layout.group(c)
         acc = self.breakdown if c == 0 else None
+        if self.exact_replay:
+            yield from self._layers_recorded(c, devices, acc)
+        else:
+            yield from self._layers_merged(c, devices, acc)
+        yield from self._timed(acc, "dense", self._on_group(devices, plan.final, plan.layers))
+        self._flush_mirrors(devices)
+
+    def _layer(self, c: int, devices, acc, layer: int):
+        """One transformer layer on CP rank c's TP group."""
+        plan = self.plan
+        yield from self._timed(acc, "dense", self._on_group(devices, plan.pre_attention, layer))
+        if plan.cp > 1:
+            t, busy = self.sim.now, self._kernel_time(acc)
+            yield self.sim.all_of([self.sim.process(self._ring(c, j, layer)) for j in range(plan.tp)])
+            if acc is not None:        # waiting for blocks (cancellation noise clipped at 1 ps)
+                waited = (self.sim.now - t) - (self._kernel_time(acc) - busy)
+                acc["ring_exposed"] += waited if waited > 1e-12 else 0.0
+            if plan.exchange_bytes:
+                yield from self._timed(acc, "all2all", self.sim.all_of(
+                    [self.sim.process(self._exchange(c, j, layer)) for j in range(plan.tp)]))
+        else:
+            yield self._on_group(devices, plan.ring_steps[0], layer, acc)
+        if plan.post_exchange:
+            yield self._on_group(devices, plan.post_exchange, layer, acc)
+        yield from self._timed(acc, "dense", self._on_group(devices, plan.out_proj, layer))
+        yield from self._timed(acc, "tp_allreduce", self._allreduce(c, layer))
+        yield from self._timed(acc, "dense", self._on_group(devices, plan.ffn, layer))
+        yield from self._timed(acc, "tp_allreduce", self._allreduce(c, layer))
+        self._flush_mirrors(devices)
+
+    def _layers_recorded(self, c: int, devices, acc):
+        """Exact replay (one rank group alone, cp_replay.py): simulate layers until one is recorded
+        (the `layers_simulated`-th), then replay it for the others, as far as it stays exact."""
+        layers, layer, recording = self.plan.layers, 0, None
+        while layer < layers:
+            n = recording.replayable(layers - layer) if recording is not None else 0
+            if n:
+                recording.replay(n)
+                for key, value in recording.breakdown.items():
+                    acc[key] += n * value
+                yield self._hold(devices, delay_to(self.sim.now, recording.end_s(n)))
+                layer += n
+                continue
+            record = self.layers_simulated - 1 <= layer < layers - 1
+            before = dict(acc)
+            if record:
+                recording = LayerRecording(self.sim, self.network, self.layout.cluster.devices, layer)
+            yield from self._layer(c, devices, acc, layer)
+            if record:
+                recording.stop()
+                recording.breakdown = {key: acc[key] - before.get(key, 0.0) for key in list(acc)}
+            layer += 1
+
+    def _layers_merged(self, c: int, devices, acc):
+        """Every rank group (or none alone): the first `layers_simulated` layers run in full; the
+        rest hold the streams for the last one's time and repeat its merged busy intervals."""
+        plan = self.plan
         k = self.layers_simulated
         rest = plan.layers - k
         for layer in range(k):
@@ -107,26 +172,8 @@ class PhaseRun:
             if rest and layer == k - 1:
                 self._capture.update({d.node: [] for d in devices})
             layer_start = self.sim.now
-            yield from self._timed(acc, "dense", self._on_group(devices, plan.pre_attention, layer))
-            if plan.cp > 1:
-                t, busy = self.sim.now, self._kernel_time(acc)
-                yield self.sim.all_of([self.sim.process(self._ring(c, j, layer)) for j in range(plan.tp)])
-                if acc is not None:        # waiting for blocks (cancellation noise clipped at 1 ps)
-                    waited = (self.sim.now - t) - (self._kernel_time(acc) - busy)
-                    acc["ring_exposed"] += waited if waited > 1e-12 else 0.0
-                if plan.exchange_bytes:
-                    yield from self._timed(acc, "all2all", self.sim.all_of(
-                        [self.sim.process(self._exchange(c, j, layer)) for j in range(plan.tp)]))
-            else:
-                yield self._on_group(devices, plan.ring_steps[0], layer, acc)
-            if plan.post_exchange:
-                yield self._on_group(devices, plan.post_exchange, layer, acc)
-            yield from self._timed(acc, "dense", self._on_group(devices, plan.out_proj, layer))
-            yield from self._timed(acc, "tp_allreduce", self._allreduce(c, layer))
-            yield from self._timed(acc, "dense", self._on_group(devices, plan.ffn, layer))
-            yield from self._timed(acc, "tp_allreduce", self._allreduce(c, layer))
+            yield from self._layer(c, devices, acc, layer)
             layer_s = self.sim.now - layer_start
-            self._flush_mirrors(devices)
         if rest:
             if acc is not None:
                 for key in list(acc):
@@ -143,8 +190,6 @@ class PhaseRun:
                         self._record(d, track, f"L{k - 1 + i} {track} (replayed)", start + shift, end + shift,
                                      category="replayed" if track == "compute" else "comm")
             self._flush_mirrors(devices)
-        yield from self._timed(acc, "dense", self._on_group(devices, plan.final, plan.layers))
-        self._flush_mirrors(devices)
 
     # ---- helpers ------------------------------------------------------------------------------
     def _timed(self, acc, key: str, event):

@@ -26,6 +26,7 @@
 """
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -88,23 +89,35 @@ class Window:
 class WindowedLinkBytes:
     """A network traffic observer: bytes each link carried inside the window (the network reports
     bytes moved per interval of constant rates; an interval straddling a window edge counts pro rata;
-    bytes moved after the network's last rate change before the run ends are not yet reported)."""
+    bytes moved after the network's last rate change before the run ends are not yet reported).
+    Sub-flow reports are buffered and counted together when `bytes` is read."""
 
     def __init__(self, num_links: int, window: Window) -> None:
         self.window = window
-        self.bytes = np.zeros(num_links)
+        self._bytes = np.zeros(num_links)
+        self._subflows: list[tuple] = []
+
+    @property
+    def bytes(self) -> np.ndarray:
+        if self._subflows:
+            chunks, self._subflows = self._subflows, []
+            t0 = np.concatenate([np.broadcast_to(c[0], c[4].shape) for c in chunks])
+            t1 = np.concatenate([np.broadcast_to(c[1], c[4].shape) for c in chunks])
+            flat, lengths, nbytes = (np.concatenate(parts) for parts in list(zip(*chunks))[2:])
+            inside = np.clip(np.minimum(t1, self.window.end_s) - np.maximum(t0, self.window.start_s), 0.0, None)
+            span = t1 - t0
+            frac = np.where(span > 0, inside / np.where(span > 0, span, 1.0),
+                            (t0 >= self.window.start_s) & (t0 <= self.window.end_s))
+            np.add.at(self._bytes, flat, np.repeat(nbytes * frac, lengths))
+        return self._bytes
 
     def on_links(self, t0: float, t1: float, delta: np.ndarray) -> None:
         if t1 > t0:
-            self.bytes += delta * (self.window.overlap(t0, t1) / (t1 - t0))
+            self._bytes += delta * (self.window.overlap(t0, t1) / (t1 - t0))
 
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
-        t0, t1 = np.broadcast_to(t0, np.shape(nbytes)), np.broadcast_to(t1, np.shape(nbytes))
-        inside = np.clip(np.minimum(t1, self.window.end_s) - np.maximum(t0, self.window.start_s), 0.0, None)
-        span = t1 - t0
-        frac = np.where(span > 0, inside / np.where(span > 0, span, 1.0),
-                        (t0 >= self.window.start_s) & (t0 <= self.window.end_s))
-        np.add.at(self.bytes, flat, np.repeat(nbytes * frac, lengths))
+        self._subflows.append((np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
+                               np.array(lengths), np.array(nbytes, dtype=float).reshape(-1)))
 
 
 class Occupancy:
@@ -282,14 +295,21 @@ class Master:
 class Credits:
     """Free trainer-buffer slots. A freed slot goes to the waiting request of the worker holding the
     fewest slots for batches in flight (first come among equals), as trainers pull from all
-    workers in turn rather than letting one worker's queue take every slot."""
+    workers in turn rather than letting one worker's queue take every slot. Requests queue per
+    worker; a heap of (slots held, sequence, worker) holds each worker's oldest, re-pushed when
+    either changes (stale entries are skipped): the order of a scan of every waiting request."""
 
     def __init__(self, env) -> None:
         self.env = env
         self.free: deque[int] = deque()
-        self.waiting: list[tuple[int, object, object]] = []     # (sequence, worker key, event)
+        self.queues: dict[object, deque] = {}       # worker key -> deque of (sequence, event)
         self.held: dict[object, int] = {}
+        self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(q) for q in self.queues.values())
 
     def put(self, trainer: int) -> None:
         self.free.append(trainer)
@@ -298,20 +318,34 @@ class Credits:
     def get(self, key):
         event = self.env.event()
         self._seq += 1
-        self.waiting.append((self._seq, key, event))
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = self.queues[key] = deque()
+        queue.append((self._seq, event))
+        if len(queue) == 1:
+            heapq.heappush(self._heap, (self.held.get(key, 0), self._seq, key))
         self._grant()
         return event
 
     def release(self, key) -> None:
         """The worker's batch in flight landed (or was dropped)."""
-        self.held[key] -= 1
+        held = self.held[key] = self.held[key] - 1
+        queue = self.queues.get(key)
+        if queue:
+            heapq.heappush(self._heap, (held, queue[0][0], key))
 
     def _grant(self) -> None:
-        while self.free and self.waiting:
-            i = min(range(len(self.waiting)), key=lambda j: (self.held.get(self.waiting[j][1], 0), self.waiting[j][0]))
-            _, key, event = self.waiting.pop(i)
-            self.held[key] = self.held.get(key, 0) + 1
-            event.succeed(self.free.popleft())
+        heap, free = self._heap, self.free
+        while free and heap:
+            held, seq, key = heapq.heappop(heap)
+            queue = self.queues[key]
+            if not queue or queue[0][0] != seq or self.held.get(key, 0) != held:
+                continue                              # stale candidate
+            _, event = queue.popleft()
+            self.held[key] = held + 1
+            if queue:
+                heapq.heappush(heap, (held + 1, queue[0][0], key))
+            event.succeed(free.popleft())
 
 
 class Trainer:
