@@ -35,6 +35,7 @@ _DONE_BYTES = 1e-3        # a sub-flow with fewer bytes left than this is comple
 _REL_TOL = 1e-9
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
+_PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
 
 
 def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
@@ -181,12 +182,14 @@ class Network:
     def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:
         """`_route`, reusing the routes of an earlier call with the same endpoints (exact: sub-flow
         bytes are the flow's bytes times its path share). Hashed ECMP draws per call: not reused."""
-        if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
-            return self._route(flows)
+        if self.ecmp == "hash" or not 1 < len(flows) <= _PAIR_ROUTES_MAX_FLOWS:
+            return self._route(flows)         # single flows: _route_pairs caches per pair already
         key = (tuple(srcs), tuple(dsts))
         unit = self._pair_routes.get(key)
         if unit is None:
             unit = self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)])
+            if len(self._pair_routes) >= _PAIR_ROUTES_MAX_SETS:
+                self._pair_routes.clear()       # bounded memory; a later call routes again
             self._pair_routes[key] = unit
         return _Routed(unit.flat, unit.lengths, unit.nbytes * nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
 
