@@ -9,11 +9,12 @@ Both backends offer the same interface:
 
 `FlowNetwork` (scenario `network_model: flow`, the default): every transfer is a flow routed over
 the topology's directed links. Flow rates are max-min fair over all active flows on all links
-(exact progressive filling, `max_min_fair`), recomputed whenever flows start or finish; flows that
-start or finish at the same instant are handled by one recomputation. A flow first waits the
-latency of its path (per-hop and NIC latencies), then sends. ECMP `even` splits a flow into equal
-sub-flows over the equal-cost paths (fat-tree spines are aggregated for this, which is exact);
-`hash` picks one path per flow from a seeded substream, as switches do.
+(exact progressive filling, sim/max_min.py), recomputed whenever flows start or finish; flows that
+start or finish at the same instant are handled by one recomputation, which refills only the flows
+whose rate can change (sim/flow_table.py). A flow first waits the latency of its path (per-hop and
+NIC latencies), then sends. ECMP `even` splits a flow evenly over the equal-cost paths (one row
+whose entries are the fraction of the flow on each link; fat-tree spines are aggregated for this,
+which is exact); `hash` picks one path per flow from a seeded substream, as switches do.
 
 `AnalyticalNetwork` (`network_model: analytical`): alpha-beta without contention: a transfer takes
 path latency + bytes / bottleneck capacity. For very large scale.
@@ -25,69 +26,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from hardware_models.topology import Topology
 from sim.engine import Simulation
+from sim.flow_table import FlowTable
+from sim.max_min import DONE_BYTES as _DONE_BYTES
+from sim.max_min import flow_matrix, max_min_fair, max_min_rates  # noqa: F401 (re-exported for callers)
 from sim.network_replay import Trajectory
 
-_DONE_BYTES = 1e-3        # a sub-flow with fewer bytes left than this is complete
-_REL_TOL = 1e-9
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
-
-
-def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
-                weights: np.ndarray | None = None) -> sp.csr_matrix:
-    """(links x flows) incidence from flows given as concatenated link ids and entries per flow.
-
-    An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
-    ECMP even splitting over k paths, 1/k on each path's own links (repeated links add up, so the
-    shared NIC links get 1)."""
-    n = len(lengths)
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    data = np.ones(len(flat_links)) if weights is None else weights.copy()
-    flows_by_links = sp.csr_matrix((data, flat_links.copy(), indptr), shape=(n, num_links))
-    flows_by_links.sum_duplicates()       # in place: hence the copies above
-    return flows_by_links.T.tocsr()
-
-
-def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates by progressive filling (exact).
-
-    `matrix` is the (links x flows) incidence (entries: fraction of the flow's rate on the link),
-    `capacity` the links' capacities. All unfrozen flows grow at one common rate; the link that
-    fills first (smallest remaining capacity / summed entries of its unfrozen flows) is a
-    bottleneck: its unfrozen flows are frozen at that rate and their load leaves their links.
-    Flows that cross no link are unconstrained (rate inf).
-    """
-    n_links, n = matrix.shape
-    transpose = matrix.T.tocsr()
-    remaining = capacity.astype(float).copy()
-    rate = np.full(n, np.inf)
-    frozen = np.diff(transpose.indptr) == 0
-    while not frozen.all():
-        counts = matrix @ (~frozen).astype(float)
-        active = counts > 1e-12
-        share = np.full(n_links, np.inf)
-        share[active] = np.maximum(remaining[active], 0.0) / counts[active]
-        level = share.min()
-        bottleneck = active & (share <= level * (1 + _REL_TOL) + 1e-12)
-        newly = (transpose @ bottleneck.astype(float) > 0) & ~frozen
-        rate[newly] = level
-        frozen |= newly
-        remaining -= matrix @ np.where(newly, level, 0.0)
-    return rate
-
-
-def max_min_rates(paths: list, capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of flows given as link-id sequences over links of `capacity`."""
-    if not len(paths):
-        return np.zeros(0)
-    lengths = np.array([len(p) for p in paths], dtype=np.int64)
-    flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in paths]) if lengths.sum() else np.zeros(0, np.int64)
-    return max_min_fair(flow_matrix(lengths, flat, len(capacity)), capacity)
+_ROWS_MAX_KEYS = 1 << 18        # flow backend: endpoint sets (or single pairs) whose rows are kept
 
 
 @dataclass
@@ -113,6 +63,7 @@ class _Group:
     start_s: float
     open_subflows: int
     finish_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    on_flow_done: object = None          # called with the indices of flows done at an instant
 
 
 class Network:
@@ -135,6 +86,7 @@ class Network:
         # id(step) -> (step, srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[int, tuple] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
+        self._estimate_terms: dict[tuple[str, str], tuple] = {}   # (src, dst) -> estimate_time_s terms
         # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
         self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], _Routed] = {}
 
@@ -219,12 +171,18 @@ class Network:
 
     def estimate_time_s(self, src: str, dst: str, nbytes: float) -> float:
         """Uncontended time of one transfer (alpha-beta on the path), for planners and heuristics."""
-        paths = self.topology.routes(src, dst)
-        if not paths or paths == [()]:
-            return 0.0
-        share = nbytes / len(paths)
-        return max(self.topology.path_latency_s(p) + share / self.topology.capacity[list(p)].min()
-                   for p in paths)
+        terms = self._estimate_terms.get((src, dst))
+        if terms is None:
+            paths = self.topology.routes(src, dst)
+            if not paths or paths == [()]:
+                terms = ((), 1)
+            else:   # distinct (latency, bottleneck capacity) of the paths, and their number
+                terms = (tuple({(self.topology.path_latency_s(p), float(self.topology.capacity[list(p)].min()))
+                                for p in paths}), len(paths))
+            self._estimate_terms[(src, dst)] = terms
+        pairs, n_paths = terms
+        share = nbytes / n_paths
+        return max((latency + share / capacity for latency, capacity in pairs), default=0.0)
 
     # ---- transfers -----------------------------------------------------------------------
     def transfer(self, src: str, dst: str, nbytes: float, name: str = "transfer", track: str | None = None):
@@ -235,12 +193,15 @@ class Network:
             yield event
         return self.sim.process(wait())
 
-    def transfer_many(self, flows, name: str = "transfer", track: str | None = None, key: object = None):
+    def transfer_many(self, flows, name: str = "transfer", track: str | None = None, key: object = None,
+                      on_flow_done=None):
         """Start all `(src, dst, nbytes)` flows now; returns an event that fires when all are done.
 
         `key`: an object that identifies a step repeated with exactly these flows (a collective's
         step list): its routes are computed once and, on the flow backend, it may be replayed
-        (sim/network_replay.py - exact)."""
+        (sim/network_replay.py - exact). `on_flow_done(indices)`: called at each instant at which
+        flows of this call complete, with their indices in `flows` (one call for many flows that
+        need not wait for each other, instead of one call per flow)."""
         keyed = key is not None and self.ecmp != "hash"
         if keyed and id(key) in self._keyed:
             _, srcs, dsts, nbytes, total, routed = self._keyed[id(key)]
@@ -256,7 +217,7 @@ class Network:
         self.flows_started += len(srcs)
         self.bytes_sent += total
         group = _Group(event, srcs, dsts, nbytes, name, track, self.sim.now, 0,
-                       np.full(len(srcs), float(self.sim.now)))   # float: now is int 0 at start
+                       np.full(len(srcs), float(self.sim.now)), on_flow_done)   # float: now is int 0 at start
         if not srcs:
             event.succeed()
             return event
@@ -345,30 +306,28 @@ class AnalyticalNetwork(Network):
         finish = np.zeros(len(group.srcs))
         np.maximum.at(finish, routed.flow, per_sub)
         group.finish_s = group.start_s + finish
+        if group.on_flow_done is not None:
+            offsets, which = np.unique(finish, return_inverse=True)
+            for k, offset in enumerate(offsets.tolist()):
+                self._notify_at(offset, group, np.flatnonzero(which.ravel() == k))
         done = self.sim.timeout(float(finish.max()))
         done.callbacks.append(lambda _e: self._complete(group))
 
+    def _notify_at(self, delay: float, group: _Group, indices: np.ndarray) -> None:
+        self.sim.timeout(delay).callbacks.append(lambda _e: group.on_flow_done(indices))
+
 
 class FlowNetwork(Network):
-    """Max-min fair flows, recomputed on every start/finish (batched per instant)."""
+    """Max-min fair flows, recomputed on every start/finish (batched per instant). The active flows
+    live in a `FlowTable` (sim/flow_table.py), which refills only the flows whose rate can change."""
 
     def __init__(self, sim: Simulation, topology: Topology, ecmp: str = "even") -> None:
         super().__init__(sim, topology, ecmp)
-        n_links = topology.num_links
         self._capacity = topology.capacity
-        self._num_links = n_links
-        # active sub-flows as flat arrays
-        self._flat = np.zeros(0, dtype=np.int64)
-        self._weights = np.zeros(0)
-        self._lengths = np.zeros(0, dtype=np.int64)
-        self._remaining = np.zeros(0)
-        self._rate = np.zeros(0)
-        self._group = np.zeros(0, dtype=np.int64)      # owning group id
-        self._flow = np.zeros(0, dtype=np.int64)       # flow index within the group
+        self._num_links = topology.num_links
+        self._table = FlowTable(topology.capacity, shared=np.asarray(topology.link_kind) == "fabric")
         self._groups: dict[int, _Group] = {}
-        self._arrivals: list[tuple[float, int, int, _Routed]] = []   # (time, seq, group id, sub-flows)
-        self._matrix = None
-        self._used = np.zeros(n_links, dtype=bool)
+        self._arrivals: list[tuple[float, int, int, _Routed]] = []   # (time, seq, group id, rows)
         self._last_s = 0.0
         self._generation = 0
         self._seq = 0
@@ -377,7 +336,8 @@ class FlowNetwork(Network):
         self.peak_active_subflows = 0
         self.replayed_steps = 0
         self.replay = True                                # replay repeated steps (exact; off for checks)
-        self._merged: dict[int, _Routed] = {}             # id(step) -> merged rows
+        self._rows: dict[tuple, _Routed] = {}             # (srcs, dsts) -> one row per flow, one byte each
+        self._real_rows: dict[int, _Routed] = {}          # id(step) -> its rows that carry bytes
         self._trajectories: dict[int, Trajectory] = {}    # id(step) -> recorded trajectory
         self._recording: Trajectory | None = None
         self._replay: tuple | None = None                 # (gid, group, trajectory, token)
@@ -385,9 +345,56 @@ class FlowNetwork(Network):
 
     @property
     def active_flows(self) -> int:
-        return len(self._lengths)
+        return self._table.n_alive
+
+    @property
+    def plain(self) -> bool:
+        """True: the straightforward path, every flow refilled by `max_min_fair` at every change (for
+        checks; the default incremental path gives the same rates)."""
+        return self._table.plain
+
+    @plain.setter
+    def plain(self, value: bool) -> None:
+        self._table.plain = bool(value)
+
+    @property
+    def _matrix(self):
+        """(links x active flows) incidence, in the order of `_rate` (for checks)."""
+        return self._table.matrix()[0] if self._table.n_alive else None
+
+    @property
+    def _rate(self) -> np.ndarray:
+        return self._table.rate[self._table.slots()]
 
     # ---- admission ------------------------------------------------------------------------
+    def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:
+        """One row per flow: its ECMP paths merged (`_merge_paths`), entries the fraction of the
+        flow on each link. Rows of the same endpoints are reused (hashed ECMP draws per call)."""
+        if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
+            unit = _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+        else:
+            key = (srcs[0], dsts[0]) if len(flows) == 1 else (tuple(srcs), tuple(dsts))
+            unit = self._rows.get(key)
+            if unit is None:
+                unit = self._row(*key) if len(flows) == 1 else \
+                    _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+                if len(self._rows) >= _ROWS_MAX_KEYS:
+                    self._rows.clear()            # bounded memory; a later call routes again
+                self._rows[key] = unit
+        return _Routed(unit.flat, unit.lengths, nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
+
+    def _row(self, src: str, dst: str) -> _Routed:
+        """The row of one flow of one byte from src to dst (`_merge_paths` of its ECMP paths)."""
+        paths = self.topology.routes(src, dst)
+        entries: dict[int, float] = {}
+        for path in paths:
+            for link in path:
+                entries[link] = entries.get(link, 0.0) + 1.0 / len(paths)
+        latency = max(self.topology.path_latency_s(p) for p in paths)
+        return _Routed(np.fromiter(entries, dtype=np.int64, count=len(entries)), np.array([len(entries)]),
+                       np.ones(1), np.zeros(1, dtype=np.int64), np.array([latency]),
+                       np.fromiter(entries.values(), dtype=float, count=len(entries)))
+
     def _start(self, group: _Group, routed: _Routed, key: object) -> None:
         if self._replay is not None:
             self._materialise()
@@ -395,36 +402,47 @@ class FlowNetwork(Network):
             self._recording.valid = False                 # the recorded step no longer ran alone
         gid = self.sim.next_id("flow-group")
         self._groups[gid] = group
-        real = (routed.lengths > 0) & (routed.nbytes > 0)
-        group.open_subflows = int(real.sum())
-        # sub-flows that cross no link (src == dst) or carry no bytes finish after their latency
+        rows = self._real_rows.get(id(key)) if key is not None else None
+        if rows is None:
+            # rows that cross no link (src == dst) or carry no bytes finish after their latency
+            if len(routed.lengths) == 1:
+                real = routed.lengths[0] > 0 and routed.nbytes[0] > 0
+                rows = routed if real else _select(routed, np.zeros(1, dtype=bool))
+            else:
+                real = (routed.lengths > 0) & (routed.nbytes > 0)
+                rows = routed if real.all() else _select(routed, real)
+            if key is not None:
+                self._real_rows[id(key)] = rows
+        group.open_subflows = len(rows.lengths)
         if group.open_subflows == 0:
             delay = float(routed.latency.max()) if len(routed.latency) else 0.0
             group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
-            self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid))
+            self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid, notify=True))
             return
-        if key is not None and id(key) in self._merged:
-            routed = self._merged[id(key)]
-        else:
-            routed = _merge_paths(_select(routed, real))
-            if key is not None:
-                self._merged[id(key)] = routed
-        group.open_subflows = len(routed.lengths)
-        if key is not None and self.replay and self._idle():
+        if group.on_flow_done is not None and group.open_subflows < len(group.srcs):
+            idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)      # done at their start
+            self.sim.timeout(0).callbacks.append(lambda _e: group.on_flow_done(idle))
+        if key is not None and self.replay and group.on_flow_done is None and self._idle():
             trajectory = self._trajectories.get(id(key))
             if trajectory is not None:
                 self._start_replay(gid, group, trajectory)
                 return
             self._settle()
-            self._recording = Trajectory(key, gid, self.sim.now, routed.nbytes, routed.latency, routed,
+            self._recording = Trajectory(key, gid, self.sim.now, rows.nbytes, rows.latency, rows,
                                          self._link_bytes.copy(), self._link_busy_s.copy())
-        for latency in np.unique(routed.latency):
-            part = _select(routed, routed.latency == latency)
-            self._seq += 1
-            heapq.heappush(self._arrivals, (self.sim.now + float(latency), self._seq, gid, part))
+        self._enqueue(gid, rows, self.sim.now)
         if not self._kick_scheduled:          # one update per instant, however many transfers start
             self._kick_scheduled = True
             self.sim.timeout(0).callbacks.append(self._on_kick)
+
+    def _enqueue(self, gid: int, rows: _Routed, start_s: float) -> None:
+        """Rows enter the network after their path latency (one arrival per distinct latency)."""
+        latency = rows.latency
+        parts = [(latency[0], rows)] if len(latency) == 1 or (latency == latency[0]).all() else \
+            [(lat, _select(rows, latency == lat)) for lat in np.unique(latency)]
+        for lat, part in parts:
+            self._seq += 1
+            heapq.heappush(self._arrivals, (start_s + float(lat), self._seq, gid, part))
 
     def _on_kick(self, _event) -> None:
         self._kick_scheduled = False
@@ -438,9 +456,11 @@ class FlowNetwork(Network):
     def _update(self) -> None:
         self._advance()
         if self._recording is not None and self._recording.valid:
-            rec = self._recording
-            mine = self._group == rec.gid
-            rec.snapshot(self.sim.now, self._flow[mine], self._remaining[mine], self._link_bytes, self._link_busy_s)
+            rec, table = self._recording, self._table
+            slots = table.slots()
+            mine = slots[table.group[slots] == rec.gid]
+            rec.snapshot(self.sim.now, table.flow[mine], table.left_at(mine, self.sim.now),
+                         self._link_bytes, self._link_busy_s)
         self._finish_done()
         self._admit_due()
         self._recompute()
@@ -455,44 +475,40 @@ class FlowNetwork(Network):
         now = self.sim.now
         dt = now - self._last_s
         self._last_s = now
-        if dt <= 0 or not len(self._lengths):
+        if dt <= 0 or not self._table.n_alive:
             return
-        moved = self._rate * dt
-        self._remaining = np.maximum(self._remaining - moved, 0.0)
-        delta = self._matrix @ moved
+        delta = self._table.link_rate * dt
         self._link_bytes += delta
-        self._link_busy_s[self._used] += dt
+        self._link_busy_s[self._table.used_links()] += dt
         for observer in self.traffic_observers:
             observer.on_links(now - dt, now, delta)
 
     def _finish_done(self) -> None:
-        # done: (almost) no bytes left, or fewer than the clock can resolve at this rate (at large
-        # `now` a timer lands up to one ulp early; without this the leftover never finishes)
-        resolution = 4 * np.spacing(self.sim.now) * self._rate if len(self._rate) == len(self._remaining) else 0.0
-        finished = self._remaining <= np.maximum(_DONE_BYTES, resolution)
-        if not finished.any():
+        table, now = self._table, self.sim.now
+        slots = table.done(now)
+        if not len(slots):
             return
-        now = self.sim.now
-        done_groups, done_flows = self._group[finished], self._flow[finished]
-        gids, counts = np.unique(done_groups, return_counts=True)
-        for gid in gids:
-            self._groups[int(gid)].finish_s[done_flows[done_groups == gid]] = now
-        keep = ~finished
-        entries = np.repeat(keep, self._lengths)
-        self._flat = self._flat[entries]
-        self._weights = self._weights[entries]
-        self._lengths = self._lengths[keep]
-        self._remaining = self._remaining[keep]
-        self._group = self._group[keep]
-        self._flow = self._flow[keep]
-        for gid, count in zip(gids, counts):
-            group = self._groups[int(gid)]
-            group.open_subflows -= int(count)
+        order = np.argsort(table.group[slots], kind="stable")
+        done_groups, done_flows = table.group[slots][order], table.flow[slots][order]
+        table.remove(slots)
+        starts = np.flatnonzero(np.concatenate([[True], done_groups[1:] != done_groups[:-1]]))
+        ends = np.append(starts[1:], len(done_groups))
+        complete = []
+        for gid, a, b in zip(done_groups[starts].tolist(), starts.tolist(), ends.tolist()):
+            group = self._groups[gid]
+            group.finish_s[done_flows[a:b]] = now
+            group.open_subflows -= b - a
+            if group.on_flow_done is not None:
+                group.on_flow_done(done_flows[a:b])
             if group.open_subflows == 0:
-                self._finish_group(int(gid))
+                complete.append(gid)
+        for gid in complete:
+            self._finish_group(gid)
 
-    def _finish_group(self, gid: int) -> None:
+    def _finish_group(self, gid: int, notify: bool = False) -> None:
         group = self._groups.pop(gid)
+        if notify and group.on_flow_done is not None:
+            group.on_flow_done(np.arange(len(group.srcs)))
         rec = self._recording
         if rec is not None and rec.gid == gid:
             if rec.valid and len(rec.offsets) >= 2:
@@ -501,9 +517,41 @@ class FlowNetwork(Network):
             self._recording = None
         self._complete(group)
 
+    def _admit_due(self) -> None:
+        now = self.sim.now
+        parts = []
+        while self._arrivals and self._arrivals[0][0] <= now * (1 + 1e-15) + 1e-18:
+            _, _, gid, part = heapq.heappop(self._arrivals)
+            parts.append((gid, part))
+        if not parts:
+            return
+        if len(parts) == 1:
+            gid, p = parts[0]
+            self._table.add(p.flat, p.weights, p.lengths, p.nbytes, np.full(len(p.lengths), gid), p.flow, now)
+            return
+        cat = np.concatenate
+        self._table.add(cat([p.flat for _, p in parts]), cat([p.weights for _, p in parts]),
+                        cat([p.lengths for _, p in parts]), cat([p.nbytes for _, p in parts]),
+                        np.repeat([gid for gid, _ in parts], [len(p.lengths) for _, p in parts]),
+                        cat([p.flow for _, p in parts]), now)
+
+    def _recompute(self) -> None:
+        self.recomputations += 1
+        self.peak_active_subflows = max(self.peak_active_subflows, self._table.n_alive)
+        self._table.recompute(self.sim.now)
+
+    def _schedule(self) -> None:
+        self._generation += 1
+        now = self.sim.now
+        delay = min(self._table.next_finish(), self._arrivals[0][0] if self._arrivals else np.inf) - now
+        if delay == np.inf:
+            return
+        generation = self._generation
+        self.sim.timeout(max(delay, 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
+
     # ---- replay of recorded steps (sim/network_replay.py) ----------------------------------
     def _idle(self) -> bool:
-        return not len(self._lengths) and not self._arrivals and self._replay is None \
+        return not self._table.n_alive and not self._arrivals and self._replay is None \
             and self._recording is None
 
     def _start_replay(self, gid: int, group: _Group, trajectory: Trajectory) -> None:
@@ -561,59 +609,13 @@ class FlowNetwork(Network):
             return
         rows = _select(routed, active)
         self._last_s = now                     # the network was idle: nothing else to advance
-        self._flat = np.concatenate([self._flat, rows.flat])
-        self._weights = np.concatenate([self._weights, rows.weights])
-        self._lengths = np.concatenate([self._lengths, rows.lengths])
-        self._remaining = np.concatenate([self._remaining, remaining[active]])
-        self._group = np.concatenate([self._group, np.full(len(rows.lengths), gid)])
-        self._flow = np.concatenate([self._flow, rows.flow])
-        for latency in np.unique(routed.latency[waiting]):
-            part = _select(routed, waiting & (routed.latency == latency))
-            self._seq += 1
-            heapq.heappush(self._arrivals, (group.start_s + float(latency), self._seq, gid, part))
+        if len(rows.lengths):
+            self._table.add(rows.flat, rows.weights, rows.lengths, remaining[active],
+                            np.full(len(rows.lengths), gid), rows.flow, now)
+        if waiting.any():
+            self._enqueue(gid, _select(routed, waiting), group.start_s)
         self._recompute()
         self._schedule()
-
-    def _admit_due(self) -> None:
-        now = self.sim.now
-        parts = []
-        while self._arrivals and self._arrivals[0][0] <= now * (1 + 1e-15) + 1e-18:
-            _, _, gid, part = heapq.heappop(self._arrivals)
-            parts.append((gid, part))
-        if not parts:
-            return
-        self._flat = np.concatenate([self._flat] + [p.flat for _, p in parts])
-        self._weights = np.concatenate([self._weights] + [p.weights for _, p in parts])
-        self._lengths = np.concatenate([self._lengths] + [p.lengths for _, p in parts])
-        self._remaining = np.concatenate([self._remaining] + [p.nbytes for _, p in parts])
-        self._group = np.concatenate([self._group] + [np.full(len(p.lengths), gid) for gid, p in parts])
-        self._flow = np.concatenate([self._flow] + [p.flow for _, p in parts])
-
-    def _recompute(self) -> None:
-        self.recomputations += 1
-        n = len(self._lengths)
-        self.peak_active_subflows = max(self.peak_active_subflows, n)
-        if n == 0:
-            self._rate = np.zeros(0)
-            self._matrix = None
-            self._used = np.zeros(self._num_links, dtype=bool)
-            return
-        self._matrix = flow_matrix(self._lengths, self._flat, self._num_links, self._weights)
-        self._used = np.diff(self._matrix.indptr) > 0
-        self._rate = max_min_fair(self._matrix, self._capacity)
-
-    def _schedule(self) -> None:
-        self._generation += 1
-        candidates = []
-        if len(self._lengths):
-            with np.errstate(divide="ignore"):
-                candidates.append(float((self._remaining / self._rate).min()))
-        if self._arrivals:
-            candidates.append(self._arrivals[0][0] - self.sim.now)
-        if not candidates:
-            return
-        generation = self._generation
-        self.sim.timeout(max(min(candidates), 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
 
 
 def _select(routed: _Routed, mask: np.ndarray) -> _Routed:
@@ -631,8 +633,18 @@ def _merge_paths(routed: _Routed) -> _Routed:
     nbytes = np.add.reduceat(routed.nbytes, run_start)
     run_of = np.repeat(np.arange(len(run_start)), np.diff(np.append(run_start, len(owner))))
     share = routed.nbytes / nbytes[run_of]
-    return _Routed(routed.flat, np.add.reduceat(routed.lengths, run_start), nbytes, owner[run_start],
-                   np.maximum.reduceat(routed.latency, run_start), np.repeat(share, routed.lengths))
+    merged = _Routed(routed.flat, np.add.reduceat(routed.lengths, run_start), nbytes, owner[run_start],
+                     np.maximum.reduceat(routed.latency, run_start), np.repeat(share, routed.lengths))
+    if len(run_start) == len(owner):
+        return merged
+    # links that several paths of a flow share (its NIC) become one entry: their fractions add up
+    base = int(merged.flat.max()) + 1
+    key = np.repeat(np.arange(len(merged.lengths)), merged.lengths) * base + merged.flat
+    key, inverse = np.unique(key, return_inverse=True)
+    merged.weights = np.bincount(inverse.ravel(), merged.weights)
+    merged.flat = key % base
+    merged.lengths = np.bincount(key // base, minlength=len(merged.lengths))
+    return merged
 
 
 def make_network(model: str, sim: Simulation, topology: Topology, ecmp: str = "even") -> Network:

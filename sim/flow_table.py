@@ -1,0 +1,436 @@
+"""The flow network's active flows, with max-min fair rates kept up to date incrementally (exact).
+
+A flow is a row of link entries (fraction of its rate on each link). `FlowTable` keeps the rows as
+slot arrays with spare room: admission appends, completion clears a slot, and dead slots are
+compacted away once they outnumber live ones (amortised O(1) per flow). Bytes left are kept
+lazily: bytes at the last rate change of the flow plus its rate times the time since, so a flow
+whose rate does not change costs nothing. Per link the table keeps the load (bytes/s), the summed
+entries and the number of entries of live flows.
+
+Entries on *shared* links (links between switches) are stored once per *bundle*: the distinct
+shared-entry sets. All flows from the hosts of one leaf to the hosts of another share one bundle
+(in a 1,024-GPU all-to-all: ~1,000 bundles for ~130,000 flows). A flow's other (edge) entries are
+kept per flow.
+
+`recompute(now)` refills only the flows whose rate can have changed. Progressive filling is a
+function of the water level: if every flow that finished had a rate >= L and no link of a flow
+that started can fill below L, the new filling does below L exactly what the old one did, so
+every flow with an old rate below L keeps it (and its links keep their load). L is the smallest
+rate among finished flows and, over the links of started flows, capacity / summed entries of all
+live flows on the link: the level at which the link would fill if no flow on it froze earlier
+(a lower bound of its real fill level). The flows at or above L and the new ones are refilled on
+the capacity the others leave, by `bundled_filling` (sim/max_min.py: bundles as single flows, with
+an exactness check) or, when its check fails, by row-level `progressive_filling`. Flows of that
+region not connected (by shared links) to a link where flows came or went or bundled flows run
+keep their rates too: they see the same capacity as before (`_affected`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from sim.max_min import (
+    DONE_BYTES,
+    bundled_filling,
+    flow_matrix,
+    max_min_fair,
+    progressive_filling,
+)
+
+_SLACK = 1e-9             # flows within this relative distance above/below L are refilled too
+_BACKOFF_MAX = 64         # after a failed bundle check, row-level refills for up to this many updates
+_SLOT_FIELDS = {"start": (np.int64, 0), "length": (np.int64, 0), "bundle": (np.int64, -1),
+                "group": (np.int64, -1), "flow": (np.int64, 0), "rate": (float, 0.0),
+                "left": (float, 0.0), "t_ref": (float, 0.0), "finish": (float, np.inf),
+                "due": (float, np.inf), "alive": (bool, False), "fresh": (bool, False)}
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the concatenated ranges [start, start + length)."""
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
+
+
+class _Growable:
+    """Named numpy arrays sharing one length, with spare room (doubling)."""
+
+    def __init__(self, fields: dict) -> None:
+        self.fields = fields
+        self.size = 0
+        self.arrays = {name: np.full(0, fill, dtype=dtype) for name, (dtype, fill) in fields.items()}
+
+    def reserve(self, extra: int) -> None:
+        need = self.size + extra
+        room = len(next(iter(self.arrays.values())))
+        if need <= room:
+            return
+        room = max(2 * room, need, 64)
+        for name, (dtype, fill) in self.fields.items():
+            grown = np.full(room, fill, dtype=dtype)
+            grown[:self.size] = self.arrays[name][:self.size]
+            self.arrays[name] = grown
+
+
+def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a row of each distinct kind, kind of each row) of a float matrix: rows are coded by the
+    distinct values of each column (mixed radix) when that fits in 63 bits, else compared whole."""
+    code = np.zeros(len(keys), dtype=np.int64)
+    radix = 1
+    for column in keys.T:
+        column_code, values = pd.factorize(column)
+        radix *= len(values)
+        if radix >= 2 ** 62:
+            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            return first, inverse.ravel()
+        code = code * len(values) + column_code
+    inverse, distinct = pd.factorize(code)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[inverse] = np.arange(len(inverse))          # any row of a kind represents it
+    return first, inverse
+
+
+class _Bundles:
+    """Distinct shared-entry sets (links, weights), each stored once, with ids."""
+
+    def __init__(self) -> None:
+        self.index: dict[bytes, int] = {}
+        self.store = _Growable({"start": (np.int64, 0), "length": (np.int64, 0)})
+        self.entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
+
+    def ids(self, links: np.ndarray, weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Bundle id per row, rows given by their shared entries (`counts` per row; -1 if none)."""
+        out = np.full(len(counts), -1, dtype=np.int64)
+        if len(counts) <= 64:                            # few rows: one lookup each
+            end = np.cumsum(counts).tolist()
+            for i, m in enumerate(counts.tolist()):
+                if m:
+                    part = slice(end[i] - m, end[i])
+                    out[i] = self._id(np.concatenate([links[part].astype(float), weights[part]]), m)
+            return out
+        owner = np.repeat(np.arange(len(counts)), counts)
+        for m in np.unique(counts[counts > 0]).tolist():
+            rows = np.flatnonzero(counts == m)
+            mine = counts[owner] == m
+            keys = np.concatenate([links[mine].reshape(-1, m).astype(float), weights[mine].reshape(-1, m)], axis=1)
+            first, inverse = _unique_rows(keys)
+            ids = np.array([self._id(keys[i], m) for i in first], dtype=np.int64)
+            out[rows] = ids[inverse]
+        return out
+
+    def _id(self, key: np.ndarray, m: int) -> int:
+        found = self.index.get(key.tobytes())
+        if found is not None:
+            return found
+        new = self.store.size
+        self.store.reserve(1)
+        self.entries.reserve(m)
+        self.store.arrays["start"][new] = self.entries.size
+        self.store.arrays["length"][new] = m
+        e = slice(self.entries.size, self.entries.size + m)
+        self.entries.arrays["link"][e] = key[:m].astype(np.int64)
+        self.entries.arrays["weight"][e] = key[m:]
+        self.entries.size += m
+        self.store.size += 1
+        self.index[key.tobytes()] = new
+        return new
+
+    def of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(owner position in `ids`, link, weight) of the entries of bundles `ids`."""
+        lengths = self.store.arrays["length"][ids]
+        idx = ranges(self.store.arrays["start"][ids], lengths)
+        return np.repeat(np.arange(len(ids)), lengths), self.entries.arrays["link"][idx], \
+            self.entries.arrays["weight"][idx]
+
+
+class FlowTable:
+    """Active flows with max-min fair rates (see the module docstring). `shared`: per link, True
+    for links between switches (entries on them are stored per bundle). `plain`: the
+    straightforward path instead (every flow refilled by `max_min_fair` at every change)."""
+
+    def __init__(self, capacity: np.ndarray, shared: np.ndarray | None = None, plain: bool = False) -> None:
+        self.plain = plain                               # refill all flows with `max_min_fair` (for checks)
+        self.capacity = np.asarray(capacity, dtype=float)
+        self.num_links = len(self.capacity)
+        self.shared = np.zeros(self.num_links, dtype=bool) if shared is None else np.asarray(shared, dtype=bool)
+        self.link_rate = np.zeros(self.num_links)        # bytes/s on each link
+        self.link_weight = np.zeros(self.num_links)      # summed entries of live flows per link
+        self.link_entries = np.zeros(self.num_links, dtype=np.int64)
+        self.link_bundled = np.zeros(self.num_links, dtype=np.int64)   # entries of flows with a bundle
+        self.bundles = _Bundles()
+        self._slots = _Growable(_SLOT_FIELDS)
+        self._entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})   # edge entries
+        self.n_alive = 0
+        self._added: list[np.ndarray] = []
+        self._lowest_removed = np.inf
+        self._removed_links: list[np.ndarray] = []
+        self._backoff = 0
+        self._failures = 0
+        self.refills = 0                                 # statistics
+        self.refilled_rows = 0
+        self.bundled_refills = 0
+
+    def __getattr__(self, name: str) -> np.ndarray:     # slot fields: table.rate, table.group ...
+        slots = self.__dict__.get("_slots")
+        if slots is not None and name in slots.arrays:
+            return slots.arrays[name]
+        raise AttributeError(name)
+
+    @property
+    def n_slots(self) -> int:
+        return self._slots.size
+
+    # ---- adding and removing flows ----------------------------------------------------------
+    def add(self, flat: np.ndarray, weights: np.ndarray, lengths: np.ndarray, left: np.ndarray,
+            group: np.ndarray, flow: np.ndarray, now: float) -> None:
+        """Append flows (concatenated link ids, entry weights, entries per flow, bytes, owner)."""
+        k = len(lengths)
+        row = np.repeat(np.arange(k), lengths)
+        shared = self.shared[flat]
+        bundle = self.bundles.ids(flat[shared], weights[shared], np.bincount(row[shared], minlength=k))
+        e_row, e_link, e_weight = row[~shared], flat[~shared], weights[~shared]
+        e_len = np.bincount(e_row, minlength=k)
+        s, e = self._slots, self._entries
+        s.reserve(k)
+        e.reserve(len(e_link))
+        new = np.arange(s.size, s.size + k)
+        a = s.arrays
+        a["start"][new] = e.size + np.cumsum(e_len) - e_len
+        a["length"][new] = e_len
+        a["bundle"][new] = bundle
+        a["group"][new] = group
+        a["flow"][new] = flow
+        a["rate"][new] = 0.0
+        a["left"][new] = left
+        a["t_ref"][new] = now
+        a["finish"][new] = np.inf
+        a["due"][new] = np.inf
+        a["alive"][new] = True
+        a["fresh"][new] = True
+        e.arrays["link"][e.size:e.size + len(e_link)] = e_link
+        e.arrays["weight"][e.size:e.size + len(e_link)] = e_weight
+        s.size += k
+        e.size += len(e_link)
+        self.n_alive += k
+        self._link_add(self.link_weight, flat, weights)
+        self._link_add(self.link_entries, flat, np.ones(len(flat), dtype=np.int64))
+        in_bundle = bundle[row] >= 0
+        self._link_add(self.link_bundled, flat[in_bundle], np.ones(int(in_bundle.sum()), dtype=np.int64))
+        self._added.append(new)
+
+    def remove(self, slots: np.ndarray) -> None:
+        """Clear finished slots; their load leaves their links."""
+        if not len(slots):
+            return
+        fresh = self.fresh[slots]
+        if not fresh.all():
+            self._lowest_removed = min(self._lowest_removed, float(self.rate[slots[~fresh]].min()))
+        row, link, weight = self.entries(slots)
+        self._link_add(self.link_rate, link, -weight * self.rate[slots][row])
+        self._link_add(self.link_weight, link, -weight)
+        self._link_add(self.link_entries, link, np.full(len(link), -1, dtype=np.int64))
+        in_bundle = self.bundle[slots][row] >= 0
+        self._link_add(self.link_bundled, link[in_bundle], np.full(int(in_bundle.sum()), -1, dtype=np.int64))
+        self._removed_links.append(link)
+        emptied = link[self.link_entries[link] == 0]
+        self.link_rate[emptied] = 0.0                    # no rounding residue on idle links
+        self.link_weight[emptied] = 0.0
+        a = self._slots.arrays
+        for name in ("alive", "fresh"):
+            a[name][slots] = False
+        for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
+            a[name][slots] = value
+        self.n_alive -= len(slots)
+        if fresh.any():                                  # added and removed before any refill
+            self._added = [added[self.alive[added]] for added in self._added]
+
+    def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray) -> None:
+        """target[links] += values (repeated links add up): unbuffered for few entries, else bincount."""
+        if len(links) * 8 < self.num_links:
+            np.add.at(target, links, values)
+        else:
+            target += np.bincount(links, values, minlength=self.num_links).astype(target.dtype)
+
+    # ---- queries ----------------------------------------------------------------------------
+    def slots(self) -> np.ndarray:
+        return np.flatnonzero(self.alive[:self.n_slots])
+
+    def entries(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position in `slots`, link, weight) of all entries of `slots`: shared, then edge."""
+        bundle = self.bundle[slots]
+        bundled = np.flatnonzero(bundle >= 0)
+        b_row, b_link, b_weight = self.bundles.of(bundle[bundled])
+        lengths = self.length[slots]
+        idx = ranges(self.start[slots], lengths)
+        return np.concatenate([bundled[b_row], np.repeat(np.arange(len(slots)), lengths)]), \
+            np.concatenate([b_link, self._entries.arrays["link"][idx]]), \
+            np.concatenate([b_weight, self._entries.arrays["weight"][idx]])
+
+    def left_at(self, slots: np.ndarray, now: float) -> np.ndarray:
+        """Bytes left at `now` (rates constant since the last recompute)."""
+        return np.maximum(self.left[slots] - self.rate[slots] * (now - self.t_ref[slots]), 0.0)
+
+    def done(self, now: float) -> np.ndarray:
+        """Slots with (almost) no bytes left at `now`: fewer than DONE_BYTES, or fewer than the clock
+        can resolve at their rate (at large `now` a timer lands up to one ulp early)."""
+        return np.flatnonzero(self.due[:self.n_slots] <= now + 4 * np.spacing(now))
+
+    def next_finish(self) -> float:
+        return float(self.finish[:self.n_slots].min()) if self.n_slots else np.inf
+
+    def used_links(self) -> np.ndarray:
+        return self.link_entries > 0
+
+    def matrix(self) -> tuple[sp.csr_matrix, np.ndarray]:
+        """(links x live flows) incidence and the live flows' rates (for checks)."""
+        slots = self.slots()
+        row, link, weight = self.entries(slots)
+        order = np.argsort(row, kind="stable")
+        return flow_matrix(np.bincount(row, minlength=len(slots)), link[order], self.num_links, weight[order]), \
+            self.rate[slots].copy()
+
+    # ---- rates ------------------------------------------------------------------------------
+    def recompute(self, now: float) -> None:
+        """Max-min fair rates after the adds and removes since the last call (exact)."""
+        if not self._added and not self._removed_links:
+            return                                       # nothing came or went
+        level = self._lowest_removed
+        added = np.concatenate(self._added) if self._added else np.zeros(0, dtype=np.int64)
+        added_links = self.entries(added)[1]
+        changed = np.concatenate(self._removed_links + [added_links])     # links where flows came or went
+        self._added, self._lowest_removed, self._removed_links = [], np.inf, []
+        if len(added):
+            with np.errstate(divide="ignore"):
+                level = min(level, float((self.capacity[added_links] / self.link_weight[added_links]).min()))
+        if level == np.inf or not self.n_alive:
+            self._compact()
+            return
+        live = self.slots()
+        if self.plain:
+            region = live
+        else:
+            region = self._affected(live[self.fresh[live] | (self.rate[live] >= level * (1 - _SLACK))], changed)
+        whole = len(region) == len(live)
+        old = np.where(self.fresh[region], 0.0, self.rate[region])
+        parts = self._parts(region)
+        old_load = None if whole else self._load(parts, old)
+        residual = self.capacity if whole else self.capacity - (self.link_rate - old_load)
+        rate = self._fill(region, parts, residual)
+        new_load = self._load(parts, rate)
+        self.link_rate = new_load if whole else self.link_rate - old_load + new_load
+        left = np.maximum(self.left[region] - old * (now - self.t_ref[region]), 0.0)
+        a = self._slots.arrays
+        a["left"][region] = left
+        a["t_ref"][region] = now
+        a["rate"][region] = rate
+        a["fresh"][region] = False
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a["finish"][region] = np.where(left > 0, now + left / rate, now)
+            a["due"][region] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate, now)
+        self.refills += 1
+        self.refilled_rows += len(region)
+        self._compact()
+
+    def _affected(self, region: np.ndarray, changed: np.ndarray) -> np.ndarray:
+        """The flows of `region` whose rate can change: those connected (through shared links, by
+        flows of `region`) to a link where flows started or finished or where bundled flows run.
+        A group of flows connected to none of these sees the same capacity as before and keeps
+        its (max-min fair) rates, e.g. the NVLink flows of a host while only network flows change."""
+        single = self.bundle[region] < 0
+        if not single.any():
+            return region
+        dirty = self.link_bundled > 0
+        dirty[changed] = True
+        flows = region[single]
+        lengths = self.length[flows]
+        link = self._entries.arrays["link"][ranges(self.start[flows], lengths)]
+        row = np.repeat(np.arange(len(flows)), lengths)
+        hit = np.zeros(len(flows), dtype=bool)
+        while True:
+            new = np.zeros(len(flows), dtype=bool)
+            new[row[dirty[link]]] = True
+            new &= ~hit
+            if not new.any():
+                break
+            hit |= new
+            dirty[link[new[row]]] = True
+        keep = ~single
+        keep[single] = hit
+        return region[keep]
+
+    def _parts(self, region: np.ndarray) -> dict:
+        """The region's bundles (compact ids, flows per bundle, shared entries) and edge entries."""
+        bundle = self.bundle[region]
+        bundled = bundle >= 0
+        count = np.bincount(bundle[bundled], minlength=self.bundles.store.size)
+        ids = np.flatnonzero(count)
+        compact = np.full(self.bundles.store.size + 1, -1, dtype=np.int64)   # [-1] -> -1: no bundle
+        compact[ids] = np.arange(len(ids))
+        unit = compact[bundle]
+        u_row, u_link, u_weight = self.bundles.of(ids)
+        lengths = self.length[region]
+        idx = ranges(self.start[region], lengths)
+        return {"unit": unit, "units": len(ids), "shared": (u_row, u_link, u_weight),
+                "edge": (np.repeat(np.arange(len(region)), lengths), self._entries.arrays["link"][idx],
+                         self._entries.arrays["weight"][idx])}
+
+    def _load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
+        """Per link: summed entries x rate of the region's flows (shared entries once per bundle)."""
+        unit, bundled = parts["unit"], parts["unit"] >= 0
+        per_unit = np.bincount(unit[bundled], rate[bundled], minlength=parts["units"])
+        u_row, u_link, u_weight = parts["shared"]
+        e_row, e_link, e_weight = parts["edge"]
+        return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + \
+            np.bincount(e_link, e_weight * rate[e_row], minlength=self.num_links)
+
+    def _fill(self, region: np.ndarray, parts: dict, residual: np.ndarray) -> np.ndarray:
+        """Bundled filling where it pays off and its check holds, else row-level filling."""
+        unit = parts["unit"]
+        bundled = int((unit >= 0).sum())
+        if self.plain:
+            pass
+        elif self._backoff > 0:
+            self._backoff -= 1
+        elif bundled and parts["units"] * 2 <= bundled:
+            rate = bundled_filling(unit, parts["shared"], parts["edge"], residual)
+            if rate is not None:
+                self._failures = 0
+                self.bundled_refills += 1
+                return rate
+            self._failures += 1
+            self._backoff = min(2 ** self._failures, _BACKOFF_MAX)
+        u_row, u_link, u_weight = parts["shared"]
+        e_row, e_link, e_weight = parts["edge"]
+        # expand each bundle's shared entries to its flows
+        flows = np.flatnonzero(unit >= 0)
+        u_len = np.bincount(u_row, minlength=parts["units"])       # u_row is sorted (Bundles.of)
+        idx = ranges((np.cumsum(u_len) - u_len)[unit[flows]], u_len[unit[flows]])
+        row = np.concatenate([np.repeat(flows, u_len[unit[flows]]), e_row])
+        link, weight = np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
+        if self.plain:
+            order = np.argsort(row, kind="stable")
+            matrix = flow_matrix(np.bincount(row, minlength=len(region)), link[order], self.num_links, weight[order])
+            return max_min_fair(matrix, residual)
+        return progressive_filling(row, link, weight, len(region), residual)
+
+    def _compact(self) -> None:
+        """Drop dead slots and their entries once they outnumber the live ones (amortised O(1))."""
+        dead = self.n_slots - self.n_alive
+        if dead < 4096 or dead < self.n_alive:
+            return
+        live = self.slots()
+        lengths = self.length[live]
+        idx = ranges(self.start[live], lengths)
+        kept = {name: values[live] for name, values in self._slots.arrays.items()}
+        links, weights = self._entries.arrays["link"][idx], self._entries.arrays["weight"][idx]
+        self._slots = _Growable(_SLOT_FIELDS)
+        self._slots.reserve(2 * len(live))
+        for name, values in kept.items():
+            self._slots.arrays[name][:len(live)] = values
+        self._slots.arrays["start"][:len(live)] = np.cumsum(lengths) - lengths
+        self._slots.size = len(live)
+        self._entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
+        self._entries.reserve(2 * len(idx))
+        self._entries.arrays["link"][:len(idx)] = links
+        self._entries.arrays["weight"][:len(idx)] = weights
+        self._entries.size = len(idx)

@@ -1,0 +1,173 @@
+"""Max-min fair rates of flows over links, and the incremental state the flow network keeps them in.
+
+A flow is a row of link entries: the fraction of the flow's rate that crosses each link (1 on a
+single path; 1/k on each path's own links when a flow is sprayed evenly over k paths). Max-min
+fairness is computed by *progressive filling*: all unfrozen flows grow at one common rate (the
+water level); the link that fills first (smallest remaining capacity / summed entries of its
+unfrozen flows) is a bottleneck: its unfrozen flows freeze at that level and their load stays on
+their links. Links whose level is within a relative 1e-9 of the smallest fill at the same level.
+
+- `max_min_fair(matrix, capacity)`: the straightforward path (three sparse mat-vecs over all flows
+  per level): the reference the fast paths are tested against.
+- `progressive_filling(row, link, weight, n, capacity)`: the same filling, in O(entries + levels x
+  links): per level only the entries of still-unfrozen flows are looked at, and a frozen flow's
+  load leaves its links once (bincount), instead of mat-vecs over all flows at every level.
+- `FlowTable`: the active flows of `FlowNetwork` as slot arrays with spare room (admission appends,
+  completion clears a slot; dead slots are compacted away when they outnumber live ones), per-link
+  sums kept up to date, and bytes left kept lazily (bytes at the last rate change + rate x time).
+  `recompute()` refills only the flows whose rate can have changed (exact):
+  progressive filling is a function of the water level; if the flows that finished had rates >= L
+  and no link of a flow that started can fill below L, then below level L the new filling does
+  exactly what the old one did, so every flow with an old rate below L keeps it. Only the flows at
+  or above L (and the new ones) are refilled, on the capacity the others leave. L is the smallest
+  rate among finished flows and, for started flows, a lower bound of the level at which each of
+  their links can fill: capacity / (summed entries of all flows on the link), the level at which
+  it would fill if no flow on it were frozen earlier.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+REL_TOL = 1e-9            # links within this relative distance of the lowest level fill together
+DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
+_SLACK = 1e-9             # flows within this relative distance of the region's level L are refilled
+
+
+def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
+                weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """(links x flows) incidence from flows given as concatenated link ids and entries per flow.
+
+    An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
+    ECMP even splitting over k paths, 1/k on each path's own links (repeated links add up, so the
+    shared NIC links get 1)."""
+    n = len(lengths)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    data = np.ones(len(flat_links)) if weights is None else weights.copy()
+    flows_by_links = sp.csr_matrix((data, flat_links.copy(), indptr), shape=(n, num_links))
+    flows_by_links.sum_duplicates()       # in place: hence the copies above
+    return flows_by_links.T.tocsr()
+
+
+def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates by progressive filling (exact; the straightforward reference path).
+
+    `matrix` is the (links x flows) incidence, `capacity` the links' capacities. Flows that cross
+    no link are unconstrained (rate inf)."""
+    n_links, n = matrix.shape
+    transpose = matrix.T.tocsr()
+    remaining = capacity.astype(float).copy()
+    rate = np.full(n, np.inf)
+    frozen = np.diff(transpose.indptr) == 0
+    while not frozen.all():
+        counts = matrix @ (~frozen).astype(float)
+        active = counts > 1e-12
+        share = np.full(n_links, np.inf)
+        share[active] = np.maximum(remaining[active], 0.0) / counts[active]
+        level = share.min()
+        bottleneck = active & (share <= level * (1 + REL_TOL) + 1e-12)
+        newly = (transpose @ bottleneck.astype(float) > 0) & ~frozen
+        rate[newly] = level
+        frozen |= newly
+        remaining -= matrix @ np.where(newly, level, 0.0)
+    return rate
+
+
+def max_min_rates(paths: list, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates of flows given as link-id sequences over links of `capacity`."""
+    if not len(paths):
+        return np.zeros(0)
+    lengths = np.array([len(p) for p in paths], dtype=np.int64)
+    flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in paths]) if lengths.sum() else np.zeros(0, np.int64)
+    return max_min_fair(flow_matrix(lengths, flat, len(capacity)), capacity)
+
+
+def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n: int,
+                        capacity: np.ndarray, link_level: np.ndarray | None = None) -> np.ndarray:
+    """Max-min fair rates of `n` flows given as entries (flow `row`, `link`, `weight`) over links
+    of `capacity`; the same filling as `max_min_fair`, with per level only the entries of unfrozen
+    flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
+    which each link filled and froze flows."""
+    if 4 * len(link) < len(capacity):                # few entries: work on the links they use only
+        used, link = np.unique(link, return_inverse=True)
+        level = None if link_level is None else np.full(len(used), np.inf)
+        rate = progressive_filling(row, link.ravel(), weight, n, capacity[used], level)
+        if link_level is not None:
+            link_level[used] = level
+        return rate
+    num_links = len(capacity)
+    count = np.bincount(link, weight, minlength=num_links)       # summed entries of unfrozen flows
+    entries = np.bincount(link, minlength=num_links)             # their number (exact zero test)
+    remaining = capacity.astype(float).copy()
+    rate = np.full(n, np.inf)
+    share = np.empty(num_links)
+    while len(row):
+        active = entries > 0
+        share.fill(np.inf)
+        np.divide(np.maximum(remaining, 0.0), count, out=share, where=active)
+        level = share.min()
+        bottleneck = share <= level * (1 + REL_TOL) + 1e-12
+        hit = bottleneck[link]
+        if link_level is not None:
+            link_level[link[hit]] = level
+        newly = np.zeros(n, dtype=bool)
+        newly[row[hit]] = True
+        rate[newly] = level
+        frozen = newly[row]
+        frozen_link, frozen_weight = link[frozen], weight[frozen]
+        remaining -= np.bincount(frozen_link, frozen_weight, minlength=num_links) * level
+        count -= np.bincount(frozen_link, frozen_weight, minlength=num_links)
+        entries -= np.bincount(frozen_link, minlength=num_links)
+        keep = ~frozen
+        row, link, weight = row[keep], link[keep], weight[keep]
+    return rate
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the concatenated ranges [start, start + length)."""
+    total = int(lengths.sum())
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total)
+
+
+def bundled_filling(unit: np.ndarray, unit_entries: tuple, edge_entries: tuple,
+                    capacity: np.ndarray) -> np.ndarray | None:
+    """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
+    links, i.e. links between switches), or None when the shortcut does not apply.
+
+    `unit[i]`: the bundle of flow i (-1: a flow without shared links); `unit_entries` = (bundle,
+    link, weight): each bundle's shared entries, per flow; `edge_entries` = (flow, link, weight):
+    each flow's other entries (its NIC, host and scale-up links).
+
+    1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
+       entries: their rates, were no edge link limiting.
+    2. The flows without shared links are filled on the edge links, on the capacity the bundles
+       leave there.
+    3. Check: no edge link is over capacity, and on every edge link that filled in step 2 no
+       bundle flow is faster than the level it filled at.
+    When the check holds, every flow has a bottleneck (a full link on which no flow is faster):
+    bundles their shared link from step 1, the others their edge link from step 2, flows left out
+    of the computation their old one. A feasible allocation in which every flow has a bottleneck is
+    the max-min fair one (Bertsekas & Gallager, Data Networks, 6.5.2), so the result is exact."""
+    u_row, u_link, u_weight = unit_entries
+    e_row, e_link, e_weight = edge_entries
+    n = len(unit)
+    bundled = unit >= 0
+    n_units = int(unit.max()) + 1 if bundled.any() else 0
+    size = np.bincount(unit[bundled], minlength=n_units)
+    rate = np.empty(n)
+    rate[bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit[bundled]]
+    on_bundle = bundled[e_row]
+    link, weight, row = e_link[on_bundle], e_weight[on_bundle], e_row[on_bundle]
+    residual = capacity - np.bincount(link, weight * rate[row], minlength=len(capacity))
+    if (residual[link] < -REL_TOL * capacity[link]).any():
+        return None                                       # the bundles overfill an edge link
+    single = ~bundled
+    local = np.cumsum(single) - 1
+    rest = ~on_bundle
+    level = np.full(len(capacity), np.inf)
+    rate[single] = progressive_filling(local[e_row[rest]], e_link[rest], e_weight[rest], int(single.sum()),
+                                       residual, level)
+    if (rate[row] > level[link] * (1 + REL_TOL)).any():
+        return None                                       # an edge link fills below a bundle's rate
+    return rate

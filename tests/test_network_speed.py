@@ -1,0 +1,279 @@
+"""The flow network's fast paths give the straightforward path's results (issue 13).
+
+Each shortcut is compared with the plain computation on small cases, to float rounding:
+- `progressive_filling` (entries of unfrozen flows only) vs `max_min_fair` (mat-vecs over all flows);
+- `bundled_filling` (flows with the same switch-to-switch links filled as one) vs `max_min_fair`
+  whenever its exactness check accepts, and the check rejects the cases it must reject;
+- `FlowTable` (incremental: only flows whose rate can change are refilled, bytes left kept lazily)
+  vs `max_min_fair` over all live flows after every change;
+- `FlowNetwork` end to end (finish times, per-link bytes) vs the same network with `plain = True`;
+- ECMP paths merged into one row with shared links summed, cached estimates, reused rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.flow_table import FlowTable
+from sim.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
+from tests.conftest import make_cluster
+
+CASES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RUNS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+REL = 1e-9
+
+
+def random_flows(rng, n_flows, n_links, max_len=4, fractional=True):
+    """(lengths, flat link ids, weights): flows over random links, some entries fractional."""
+    lengths = rng.integers(1, max_len + 1, n_flows)
+    flat = rng.integers(0, n_links, lengths.sum())
+    weights = np.where(rng.random(len(flat)) < 0.3, rng.choice([0.25, 0.5], len(flat)), 1.0) if fractional \
+        else np.ones(len(flat))
+    return lengths, flat, weights
+
+
+def reference(lengths, flat, weights, capacity):
+    return max_min_fair(flow_matrix(lengths, flat, len(capacity), weights), capacity)
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 12))
+def test_progressive_filling_equals_max_min_fair(seed, n_flows, n_links):
+    rng = np.random.default_rng(seed)
+    lengths, flat, weights = random_flows(rng, n_flows, n_links)
+    capacity = rng.choice([1.0, 2.0, 5.0, 10.0], n_links) * 1e9      # ties between links are common
+    row = np.repeat(np.arange(n_flows), lengths)
+    fast = progressive_filling(row, flat, weights, n_flows, capacity)
+    assert fast == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
+
+
+def leaf_spine(leaves, hosts_per_leaf, nic, uplink):
+    """A two-level tree: links 0..H-1 host up, H..2H-1 host down, then per leaf one uplink and one
+    downlink (the shared links). Returns (capacity, shared, path of a host pair)."""
+    hosts = leaves * hosts_per_leaf
+    capacity = np.concatenate([np.full(2 * hosts, nic), np.full(2 * leaves, uplink)])
+    shared = np.zeros(len(capacity), dtype=bool)
+    shared[2 * hosts:] = True
+
+    def path(s, d):
+        ls, ld = s // hosts_per_leaf, d // hosts_per_leaf
+        return [s, hosts + d] if ls == ld else [s, 2 * hosts + ls, 2 * hosts + leaves + ld, hosts + d]
+    return capacity, shared, path
+
+
+def flows_on(paths):
+    lengths = np.array([len(p) for p in paths])
+    return lengths, np.concatenate(paths), np.ones(lengths.sum())
+
+
+def leaf_spine_case(rng, leaves, hosts_per_leaf, nic, uplink, n_flows):
+    """Random flows between the hosts of `leaf_spine`: (lengths, flat, weights, capacity, shared)."""
+    capacity, shared, path = leaf_spine(leaves, hosts_per_leaf, nic, uplink)
+    pairs = [rng.choice(leaves * hosts_per_leaf, 2, replace=False) for _ in range(n_flows)]
+    return (*flows_on([path(s, d) for s, d in pairs]), capacity, shared)
+
+
+def bundle_inputs(lengths, flat, weights, shared):
+    """`bundled_filling` inputs: flows keyed by their shared entries."""
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    on_shared = shared[flat]
+    keys = {}
+    unit = np.full(len(lengths), -1)
+    for i in range(len(lengths)):
+        mine = row[on_shared] == i
+        key = (tuple(flat[on_shared][mine]), tuple(weights[on_shared][mine]))
+        if key[0]:
+            unit[i] = keys.setdefault(key, len(keys))
+    u_row = np.concatenate([[u] * len(k[0]) for k, u in keys.items()]).astype(int) if keys else np.zeros(0, int)
+    u_link = np.concatenate([k[0] for k in keys]).astype(int) if keys else np.zeros(0, int)
+    u_weight = np.concatenate([k[1] for k in keys]) if keys else np.zeros(0)
+    return unit, (u_row, u_link, u_weight), (row[~on_shared], flat[~on_shared], weights[~on_shared])
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 3.0, 20.0]), st.integers(2, 60))
+def test_bundled_filling_is_exact_whenever_its_check_accepts(seed, oversubscription, n_flows):
+    rng = np.random.default_rng(seed)
+    nic = 10e9
+    lengths, flat, weights, capacity, shared = leaf_spine_case(rng, 3, 3, nic, 3 * nic / oversubscription, n_flows)
+    capacity = capacity * rng.choice([1.0, 1.0, 0.5], len(capacity))     # some slower NICs
+    rate = bundled_filling(*bundle_inputs(lengths, flat, weights, shared), capacity)
+    if rate is not None:
+        assert rate == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
+
+
+def test_bundled_filling_accepts_oversubscribed_all_to_all_and_rejects_nic_bound_flows():
+    hosts = 8
+    pairs = [(s, d) for s in range(hosts) for d in range(hosts) if s != d]
+
+    def all_to_all(uplink):
+        capacity, shared, path = leaf_spine(2, 4, 10e9, uplink)
+        return (*flows_on([path(s, d) for s, d in pairs]), capacity, shared)
+
+    # 8:1 oversubscribed uplinks: cross-leaf flows are limited by them, same-leaf flows take the NIC rest
+    lengths, flat, weights, capacity, shared = all_to_all(uplink=4 * 10e9 / 8)
+    rate = bundled_filling(*bundle_inputs(lengths, flat, weights, shared), capacity)
+    assert rate is not None
+    assert rate == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
+    cross = lengths == 4
+    assert rate[cross] == pytest.approx(np.full(cross.sum(), 5e9 / 16))   # 16 flows per uplink
+    # full bisection: the NICs limit cross-leaf flows, which a bundle of them cannot express
+    lengths, flat, weights, capacity, shared = all_to_all(uplink=4 * 10e9)
+    assert bundled_filling(*bundle_inputs(lengths, flat, weights, shared), capacity) is None
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_flow_table_rates_equal_a_full_recomputation_after_every_change(seed, with_bundles):
+    rng = np.random.default_rng(seed)
+    nic = 10e9
+    capacity, shared, path = leaf_spine(3, 3, nic, rng.choice([nic, nic / 4]))
+    table = FlowTable(capacity, shared if with_bundles else None)
+    for step in range(12):
+        live = table.slots()
+        if len(live) and rng.random() < 0.4:
+            table.remove(rng.choice(live, rng.integers(1, len(live) + 1), replace=False))
+        if rng.random() < 0.7:
+            n = int(rng.integers(1, 25))
+            lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
+            table.add(flat, weights, lengths, np.full(n, 1e9), np.full(n, step), np.arange(n), float(step))
+        table.recompute(float(step))
+        matrix, rate = table.matrix()
+        if len(rate):
+            assert rate == pytest.approx(max_min_fair(matrix, capacity), rel=REL)
+            assert table.link_rate == pytest.approx(matrix @ rate, rel=1e-9, abs=1e-3)
+
+
+def test_flow_table_refills_only_flows_whose_rate_can_change():
+    """Two independent links: a flow finishing on the fast one leaves the slow one alone."""
+    capacity = np.array([1e9, 10e9])
+    table = FlowTable(capacity)
+    table.add(np.array([0, 0, 1, 1]), np.ones(4), np.ones(4, dtype=int), np.full(4, 1e9),
+              np.zeros(4, dtype=int), np.arange(4), 0.0)
+    table.recompute(0.0)
+    assert table.rate[:4].tolist() == [0.5e9, 0.5e9, 5e9, 5e9]
+    refilled = table.refilled_rows
+    table.remove(np.array([2]))
+    table.recompute(0.1)
+    assert table.refilled_rows - refilled == 1                  # only the other fast flow
+    assert table.rate[3] == 10e9 and table.rate[0] == 0.5e9
+    assert table.left_at(np.array([0, 3]), 0.1) == pytest.approx([1e9 - 0.05e9, 1e9 - 0.5e9])
+
+
+TOPOLOGIES = st.sampled_from([
+    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 4}, 2),
+    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 2, "aggregate_spines": False}, 1),
+    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3}, 2),
+    ({"kind": "single-switch"}, 2),
+])
+
+
+def run_network(topology, gpus_per_node, nodes, flows, plain):
+    cluster = make_cluster("flow", nodes=nodes, gpus_per_node=gpus_per_node, topology=topology)
+    net, sim = cluster.network, cluster.sim
+    net.plain = plain
+    finish = [None] * len(flows)
+
+    def one(i, s, d, b, at):
+        yield sim.timeout(at)
+        yield net.transfer(cluster.devices[s].node, cluster.devices[d].node, b)
+        finish[i] = sim.now
+    for i, flow in enumerate(flows):
+        sim.process(one(i, *flow))
+    sim.env.run()
+    return finish, net.link_bytes.copy(), net.link_busy_s.copy()
+
+
+@RUNS
+@given(TOPOLOGIES, st.data())
+def test_flow_network_matches_the_plain_path(topology_case, data):
+    topology, gpn = topology_case
+    nodes = 4
+    n = nodes * gpn
+    flows = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(1e5, 5e8),
+                                         st.sampled_from([0.0, 0.0, 1e-4, 7e-4, 2e-3])), min_size=1, max_size=30))
+    fast = run_network(topology, gpn, nodes, flows, plain=False)
+    plain = run_network(topology, gpn, nodes, flows, plain=True)
+    assert fast[0] == pytest.approx(plain[0], rel=REL)
+    assert fast[1] == pytest.approx(plain[1], rel=1e-9, abs=1e-3)
+    assert fast[2] == pytest.approx(plain[2], rel=1e-9, abs=1e-12)
+
+
+def test_oversubscribed_all_to_all_uses_bundles_and_matches_the_plain_path():
+    topology = {"kind": "fat-tree", "hosts_per_leaf": 2, "oversubscription": 4}
+    rng = np.random.default_rng(1)
+    flows = [(s, d, float(rng.uniform(1e7, 1e8)), 0.0) for s in range(8) for d in range(8) if s != d]
+    fast = run_network(topology, 2, 4, flows, plain=False)
+    plain = run_network(topology, 2, 4, flows, plain=True)
+    assert fast[0] == pytest.approx(plain[0], rel=REL)
+    assert fast[1] == pytest.approx(plain[1], rel=1e-9, abs=1e-3)
+    cluster = make_cluster("flow", nodes=4, gpus_per_node=2, topology=topology)
+    net = cluster.network
+    net.transfer_many([(cluster.devices[s].node, cluster.devices[d].node, b) for s, d, b, _ in flows])
+    cluster.sim.env.run()
+    assert net._table.bundled_refills > 0                       # the shortcut was taken, not the fallback
+
+
+def test_ecmp_paths_merge_into_one_row_per_flow_with_shared_links_summed():
+    c = make_cluster(nodes=4, gpus_per_node=1,
+                     topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4, "aggregate_spines": False})
+    src, dst = c.devices[0].node, c.devices[3].node
+    routed = c.network._route_sized([(src, dst, 8.0)], [src], [dst], np.array([8.0]))
+    paths = c.topology.routes(src, dst)
+    assert len(paths) == 4 and len(routed.lengths) == 1
+    expected = {}
+    for p in paths:
+        for link in p:
+            expected[link] = expected.get(link, 0.0) + 1 / len(paths)
+    assert dict(zip(routed.flat.tolist(), routed.weights.tolist())) == pytest.approx(expected)
+    assert routed.nbytes.tolist() == [8.0]
+
+
+def test_cached_estimates_equal_the_path_formula():
+    c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2})
+    topo, net = c.topology, c.network
+    for s in c.devices:
+        for d in c.devices:
+            paths = topo.routes(s.node, d.node)
+            share = 1e8 / len(paths)
+            direct = 0.0 if paths == [()] else \
+                max(topo.path_latency_s(p) + share / topo.capacity[list(p)].min() for p in paths)
+            assert net.estimate_time_s(s.node, d.node, 1e8) == net.estimate_time_s(s.node, d.node, 1e8) == direct
+
+
+def _callback_run(model, spec, batched):
+    c = make_cluster(model, nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+    flows = [(c.devices[s].node, c.devices[d].node, b) for s, d, b in spec]
+    done = [None] * len(flows)
+
+    def mark(indices):
+        for i in indices:
+            assert done[i] is None, "each flow is reported once"
+            done[i] = c.sim.now
+    if batched:
+        c.network.transfer_many(flows, name="batch", on_flow_done=mark)
+    else:
+        for i, flow in enumerate(flows):
+            c.network.transfer_many([flow]).callbacks.append(lambda _e, i=i: mark([i]))
+    c.sim.env.run()
+    spans = c.sim.recorder.frame()
+    return done, spans[spans["name"].str.startswith("batch")]["end_s"].tolist()
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_per_flow_callbacks_report_each_flow_at_its_finish(model):
+    """`on_flow_done` reports each flow of a call when it completes (flows without bytes or
+    without links at their recorded finish), so a workload can start many independent flows in
+    one call (routed as a batch) instead of one call per flow."""
+    spec = [(0, 5, 3e8), (1, 5, 1e8), (2, 6, 2e8), (3, 3, 1e8), (4, 7, 0.0), (0, 7, 4e8)]
+    done, span_ends = _callback_run(model, spec, batched=True)
+    assert done == pytest.approx(span_ends, rel=REL)
+    assert len(set(done)) > 2                    # flows finish at different times, each reported then
+
+
+def test_one_call_with_per_flow_callbacks_equals_one_call_per_flow():
+    spec = [(0, 5, 3e8), (1, 5, 1e8), (2, 6, 2e8), (3, 3, 1e8), (0, 7, 4e8), (6, 1, 5e7)]
+    single, batched = _callback_run("flow", spec, False)[0], _callback_run("flow", spec, True)[0]
+    assert batched == pytest.approx(single, rel=REL)
