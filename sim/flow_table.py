@@ -8,7 +8,7 @@ whose rate does not change costs nothing. Per link the table keeps the load (byt
 entries and the number of entries of live flows.
 
 Entries on *shared* links (links between switches) are stored once per *bundle*: the distinct
-shared-entry sets. All flows from the hosts of one leaf to the hosts of another share one bundle
+shared-entry sets (sim/flow_bundles.py). All flows from the hosts of one leaf to the hosts of another share one bundle
 (in a 1,024-GPU all-to-all: ~1,000 bundles for ~130,000 flows). A flow's other (edge) entries are
 kept per flow.
 
@@ -27,9 +27,9 @@ keep their rates too: they see the same capacity as before (`_affected`).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
+from sim.flow_bundles import Bundles, Growable, ranges
 from sim.max_min import (
     DONE_BYTES,
     bundled_filling,
@@ -46,103 +46,6 @@ _SLOT_FIELDS = {"start": (np.int64, 0), "length": (np.int64, 0), "bundle": (np.i
                 "due": (float, np.inf), "alive": (bool, False), "fresh": (bool, False)}
 
 
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the concatenated ranges [start, start + length)."""
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
-
-
-class _Growable:
-    """Named numpy arrays sharing one length, with spare room (doubling)."""
-
-    def __init__(self, fields: dict) -> None:
-        self.fields = fields
-        self.size = 0
-        self.arrays = {name: np.full(0, fill, dtype=dtype) for name, (dtype, fill) in fields.items()}
-
-    def reserve(self, extra: int) -> None:
-        need = self.size + extra
-        room = len(next(iter(self.arrays.values())))
-        if need <= room:
-            return
-        room = max(2 * room, need, 64)
-        for name, (dtype, fill) in self.fields.items():
-            grown = np.full(room, fill, dtype=dtype)
-            grown[:self.size] = self.arrays[name][:self.size]
-            self.arrays[name] = grown
-
-
-def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(a row of each distinct kind, kind of each row) of a float matrix: rows are coded by the
-    distinct values of each column (mixed radix) when that fits in 63 bits, else compared whole."""
-    code = np.zeros(len(keys), dtype=np.int64)
-    radix = 1
-    for column in keys.T:
-        column_code, values = pd.factorize(column)
-        radix *= len(values)
-        if radix >= 2 ** 62:
-            _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-            return first, inverse.ravel()
-        code = code * len(values) + column_code
-    inverse, distinct = pd.factorize(code)
-    first = np.empty(len(distinct), dtype=np.int64)
-    first[inverse] = np.arange(len(inverse))          # any row of a kind represents it
-    return first, inverse
-
-
-class _Bundles:
-    """Distinct shared-entry sets (links, weights), each stored once, with ids."""
-
-    def __init__(self) -> None:
-        self.index: dict[bytes, int] = {}
-        self.store = _Growable({"start": (np.int64, 0), "length": (np.int64, 0)})
-        self.entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
-
-    def ids(self, links: np.ndarray, weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """Bundle id per row, rows given by their shared entries (`counts` per row; -1 if none)."""
-        out = np.full(len(counts), -1, dtype=np.int64)
-        if len(counts) <= 64:                            # few rows: one lookup each
-            end = np.cumsum(counts).tolist()
-            for i, m in enumerate(counts.tolist()):
-                if m:
-                    part = slice(end[i] - m, end[i])
-                    out[i] = self._id(np.concatenate([links[part].astype(float), weights[part]]), m)
-            return out
-        owner = np.repeat(np.arange(len(counts)), counts)
-        for m in np.unique(counts[counts > 0]).tolist():
-            rows = np.flatnonzero(counts == m)
-            mine = counts[owner] == m
-            keys = np.concatenate([links[mine].reshape(-1, m).astype(float), weights[mine].reshape(-1, m)], axis=1)
-            first, inverse = _unique_rows(keys)
-            ids = np.array([self._id(keys[i], m) for i in first], dtype=np.int64)
-            out[rows] = ids[inverse]
-        return out
-
-    def _id(self, key: np.ndarray, m: int) -> int:
-        found = self.index.get(key.tobytes())
-        if found is not None:
-            return found
-        new = self.store.size
-        self.store.reserve(1)
-        self.entries.reserve(m)
-        self.store.arrays["start"][new] = self.entries.size
-        self.store.arrays["length"][new] = m
-        e = slice(self.entries.size, self.entries.size + m)
-        self.entries.arrays["link"][e] = key[:m].astype(np.int64)
-        self.entries.arrays["weight"][e] = key[m:]
-        self.entries.size += m
-        self.store.size += 1
-        self.index[key.tobytes()] = new
-        return new
-
-    def of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(owner position in `ids`, link, weight) of the entries of bundles `ids`."""
-        lengths = self.store.arrays["length"][ids]
-        idx = ranges(self.store.arrays["start"][ids], lengths)
-        return np.repeat(np.arange(len(ids)), lengths), self.entries.arrays["link"][idx], \
-            self.entries.arrays["weight"][idx]
-
-
 class FlowTable:
     """Active flows with max-min fair rates (see the module docstring). `shared`: per link, True
     for links between switches (entries on them are stored per bundle). `plain`: the
@@ -157,11 +60,12 @@ class FlowTable:
         self.link_weight = np.zeros(self.num_links)      # summed entries of live flows per link
         self.link_entries = np.zeros(self.num_links, dtype=np.int64)
         self.link_bundled = np.zeros(self.num_links, dtype=np.int64)   # entries of flows with a bundle
-        self.bundles = _Bundles()
-        self._slots = _Growable(_SLOT_FIELDS)
-        self._entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})   # edge entries
+        self.bundles = Bundles()
+        self._slots = Growable(_SLOT_FIELDS)
+        self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})   # edge entries
         self.n_alive = 0
         self._added: list[np.ndarray] = []
+        self._added_links: list[np.ndarray] = []
         self._lowest_removed = np.inf
         self._removed_links: list[np.ndarray] = []
         self._backoff = 0
@@ -200,23 +104,21 @@ class FlowTable:
         a["bundle"][new] = bundle
         a["group"][new] = group
         a["flow"][new] = flow
-        a["rate"][new] = 0.0
         a["left"][new] = left
         a["t_ref"][new] = now
-        a["finish"][new] = np.inf
-        a["due"][new] = np.inf
         a["alive"][new] = True
-        a["fresh"][new] = True
+        a["fresh"][new] = True              # rate 0, finish and due inf: slots are never reused
         e.arrays["link"][e.size:e.size + len(e_link)] = e_link
         e.arrays["weight"][e.size:e.size + len(e_link)] = e_weight
         s.size += k
         e.size += len(e_link)
         self.n_alive += k
         self._link_add(self.link_weight, flat, weights)
-        self._link_add(self.link_entries, flat, np.ones(len(flat), dtype=np.int64))
+        self._link_add(self.link_entries, flat, 1)
         in_bundle = bundle[row] >= 0
-        self._link_add(self.link_bundled, flat[in_bundle], np.ones(int(in_bundle.sum()), dtype=np.int64))
+        self._link_add(self.link_bundled, flat[in_bundle], 1)
         self._added.append(new)
+        self._added_links.append(flat)
 
     def remove(self, slots: np.ndarray) -> None:
         """Clear finished slots; their load leaves their links."""
@@ -228,9 +130,9 @@ class FlowTable:
         row, link, weight = self.entries(slots)
         self._link_add(self.link_rate, link, -weight * self.rate[slots][row])
         self._link_add(self.link_weight, link, -weight)
-        self._link_add(self.link_entries, link, np.full(len(link), -1, dtype=np.int64))
+        self._link_add(self.link_entries, link, -1)
         in_bundle = self.bundle[slots][row] >= 0
-        self._link_add(self.link_bundled, link[in_bundle], np.full(int(in_bundle.sum()), -1, dtype=np.int64))
+        self._link_add(self.link_bundled, link[in_bundle], -1)
         self._removed_links.append(link)
         emptied = link[self.link_entries[link] == 0]
         self.link_rate[emptied] = 0.0                    # no rounding residue on idle links
@@ -244,12 +146,14 @@ class FlowTable:
         if fresh.any():                                  # added and removed before any refill
             self._added = [added[self.alive[added]] for added in self._added]
 
-    def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray) -> None:
-        """target[links] += values (repeated links add up): unbuffered for few entries, else bincount."""
+    def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray | int) -> None:
+        """target[links] += values (an array, or +-1 to count entries; repeated links add up)."""
         if len(links) * 8 < self.num_links:
             np.add.at(target, links, values)
+        elif isinstance(values, int):
+            target += values * np.bincount(links, minlength=self.num_links)
         else:
-            target += np.bincount(links, values, minlength=self.num_links).astype(target.dtype)
+            target += np.bincount(links, values, minlength=self.num_links)
 
     # ---- queries ----------------------------------------------------------------------------
     def slots(self) -> np.ndarray:
@@ -295,22 +199,24 @@ class FlowTable:
         if not self._added and not self._removed_links:
             return                                       # nothing came or went
         level = self._lowest_removed
-        added = np.concatenate(self._added) if self._added else np.zeros(0, dtype=np.int64)
-        added_links = self.entries(added)[1]
+        added_links = np.concatenate(self._added_links) if self._added_links else np.zeros(0, dtype=np.int64)
         changed = np.concatenate(self._removed_links + [added_links])     # links where flows came or went
-        self._added, self._lowest_removed, self._removed_links = [], np.inf, []
-        if len(added):
+        self._added, self._added_links, self._lowest_removed, self._removed_links = [], [], np.inf, []
+        if len(added_links):
             with np.errstate(divide="ignore"):
                 level = min(level, float((self.capacity[added_links] / self.link_weight[added_links]).min()))
         if level == np.inf or not self.n_alive:
             self._compact()
             return
-        live = self.slots()
+        n = self.n_slots
         if self.plain:
-            region = live
+            region = self.slots()
         else:
-            region = self._affected(live[self.fresh[live] | (self.rate[live] >= level * (1 - _SLACK))], changed)
-        whole = len(region) == len(live)
+            due = self.alive[:n] & (self.fresh[:n] | (self.rate[:n] >= level * (1 - _SLACK)))
+            region = self._affected(np.flatnonzero(due), changed)
+        bundled = self.bundle[region] >= 0
+        region = np.concatenate([region[bundled], region[~bundled]])       # bundled flows first
+        whole = len(region) == self.n_alive
         old = np.where(self.fresh[region], 0.0, self.rate[region])
         parts = self._parts(region)
         old_load = None if whole else self._load(parts, old)
@@ -359,25 +265,25 @@ class FlowTable:
         return region[keep]
 
     def _parts(self, region: np.ndarray) -> dict:
-        """The region's bundles (compact ids, flows per bundle, shared entries) and edge entries."""
+        """The region's bundles (compact ids, shared entries; `unit` per bundled flow: they come
+        first in `region`) and all its flows' edge entries (those of bundled flows first)."""
         bundle = self.bundle[region]
-        bundled = bundle >= 0
-        count = np.bincount(bundle[bundled], minlength=self.bundles.store.size)
+        n_bundled = int((bundle >= 0).sum())                                # they come first
+        count = np.bincount(bundle[:n_bundled], minlength=self.bundles.store.size)
         ids = np.flatnonzero(count)
-        compact = np.full(self.bundles.store.size + 1, -1, dtype=np.int64)   # [-1] -> -1: no bundle
+        compact = np.zeros(self.bundles.store.size, dtype=np.int64)
         compact[ids] = np.arange(len(ids))
-        unit = compact[bundle]
-        u_row, u_link, u_weight = self.bundles.of(ids)
         lengths = self.length[region]
         idx = ranges(self.start[region], lengths)
-        return {"unit": unit, "units": len(ids), "shared": (u_row, u_link, u_weight),
+        return {"unit": compact[bundle[:n_bundled]], "units": len(ids), "shared": self.bundles.of(ids),
                 "edge": (np.repeat(np.arange(len(region)), lengths), self._entries.arrays["link"][idx],
-                         self._entries.arrays["weight"][idx])}
+                         self._entries.arrays["weight"][idx]),
+                "split": int(lengths[:n_bundled].sum())}      # edge entries of bundled flows
 
     def _load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
         """Per link: summed entries x rate of the region's flows (shared entries once per bundle)."""
-        unit, bundled = parts["unit"], parts["unit"] >= 0
-        per_unit = np.bincount(unit[bundled], rate[bundled], minlength=parts["units"])
+        unit = parts["unit"]
+        per_unit = np.bincount(unit, rate[:len(unit)], minlength=parts["units"])
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
         return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + \
@@ -385,14 +291,16 @@ class FlowTable:
 
     def _fill(self, region: np.ndarray, parts: dict, residual: np.ndarray) -> np.ndarray:
         """Bundled filling where it pays off and its check holds, else row-level filling."""
-        unit = parts["unit"]
-        bundled = int((unit >= 0).sum())
+        unit, k = parts["unit"], parts["split"]
+        bundled = len(unit)
         if self.plain:
             pass
         elif self._backoff > 0:
             self._backoff -= 1
         elif bundled and parts["units"] * 2 <= bundled:
-            rate = bundled_filling(unit, parts["shared"], parts["edge"], residual)
+            e_row, e_link, e_weight = parts["edge"]
+            rate = bundled_filling(unit, parts["shared"], (e_row[:k], e_link[:k], e_weight[:k]),
+                                   (e_row[k:] - bundled, e_link[k:], e_weight[k:]), len(region) - bundled, residual)
             if rate is not None:
                 self._failures = 0
                 self.bundled_refills += 1
@@ -402,10 +310,9 @@ class FlowTable:
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
         # expand each bundle's shared entries to its flows
-        flows = np.flatnonzero(unit >= 0)
         u_len = np.bincount(u_row, minlength=parts["units"])       # u_row is sorted (Bundles.of)
-        idx = ranges((np.cumsum(u_len) - u_len)[unit[flows]], u_len[unit[flows]])
-        row = np.concatenate([np.repeat(flows, u_len[unit[flows]]), e_row])
+        idx = ranges((np.cumsum(u_len) - u_len)[unit], u_len[unit])
+        row = np.concatenate([np.repeat(np.arange(bundled), u_len[unit]), e_row])
         link, weight = np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
         if self.plain:
             order = np.argsort(row, kind="stable")
@@ -423,13 +330,13 @@ class FlowTable:
         idx = ranges(self.start[live], lengths)
         kept = {name: values[live] for name, values in self._slots.arrays.items()}
         links, weights = self._entries.arrays["link"][idx], self._entries.arrays["weight"][idx]
-        self._slots = _Growable(_SLOT_FIELDS)
+        self._slots = Growable(_SLOT_FIELDS)
         self._slots.reserve(2 * len(live))
         for name, values in kept.items():
             self._slots.arrays[name][:len(live)] = values
         self._slots.arrays["start"][:len(live)] = np.cumsum(lengths) - lengths
         self._slots.size = len(live)
-        self._entries = _Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
+        self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
         self._entries.reserve(2 * len(idx))
         self._entries.arrays["link"][:len(idx)] = links
         self._entries.arrays["weight"][:len(idx)] = weights

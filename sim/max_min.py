@@ -130,44 +130,39 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return np.repeat(starts - offsets, lengths) + np.arange(total)
 
 
-def bundled_filling(unit: np.ndarray, unit_entries: tuple, edge_entries: tuple,
-                    capacity: np.ndarray) -> np.ndarray | None:
+def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, single_edge: tuple,
+                    n_single: int, capacity: np.ndarray) -> np.ndarray | None:
     """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
     links, i.e. links between switches), or None when the shortcut does not apply.
 
-    `unit[i]`: the bundle of flow i (-1: a flow without shared links); `unit_entries` = (bundle,
-    link, weight): each bundle's shared entries, per flow; `edge_entries` = (flow, link, weight):
-    each flow's other entries (its NIC, host and scale-up links).
+    Flows 0..F-1 are bundled: `unit[i]` is the bundle of flow i, `unit_entries` = (bundle, link,
+    weight) each bundle's shared entries (per flow), `bundled_edge` = (flow, link, weight) their
+    other entries (NIC, host and scale-up links). Flows F..F+n_single-1 cross no shared link:
+    `single_edge` = (flow - F, link, weight) their entries.
 
     1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
        entries: their rates, were no edge link limiting.
-    2. The flows without shared links are filled on the edge links, on the capacity the bundles
-       leave there.
+    2. The other flows are filled on the edge links, on the capacity the bundles leave there.
     3. Check: no edge link is over capacity, and on every edge link that filled in step 2 no
-       bundle flow is faster than the level it filled at.
+       bundled flow is faster than the level it filled at.
     When the check holds, every flow has a bottleneck (a full link on which no flow is faster):
-    bundles their shared link from step 1, the others their edge link from step 2, flows left out
-    of the computation their old one. A feasible allocation in which every flow has a bottleneck is
-    the max-min fair one (Bertsekas & Gallager, Data Networks, 6.5.2), so the result is exact."""
+    bundled flows their shared link from step 1, the others their edge link from step 2, flows left
+    out of the computation their old one. A feasible allocation in which every flow has a
+    bottleneck is the max-min fair one (Bertsekas & Gallager, Data Networks, 6.5.2), so the result
+    is exact."""
     u_row, u_link, u_weight = unit_entries
-    e_row, e_link, e_weight = edge_entries
-    n = len(unit)
-    bundled = unit >= 0
-    n_units = int(unit.max()) + 1 if bundled.any() else 0
-    size = np.bincount(unit[bundled], minlength=n_units)
-    rate = np.empty(n)
-    rate[bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit[bundled]]
-    on_bundle = bundled[e_row]
-    link, weight, row = e_link[on_bundle], e_weight[on_bundle], e_row[on_bundle]
-    residual = capacity - np.bincount(link, weight * rate[row], minlength=len(capacity))
-    if (residual[link] < -REL_TOL * capacity[link]).any():
+    b_row, b_link, b_weight = bundled_edge
+    n_bundled = len(unit)
+    n_units = int(unit.max()) + 1 if n_bundled else 0
+    size = np.bincount(unit, minlength=n_units)
+    rate = np.empty(n_bundled + n_single)
+    rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
+    residual = capacity - np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
+    if (residual[b_link] < -REL_TOL * capacity[b_link]).any():
         return None                                       # the bundles overfill an edge link
-    single = ~bundled
-    local = np.cumsum(single) - 1
-    rest = ~on_bundle
     level = np.full(len(capacity), np.inf)
-    rate[single] = progressive_filling(local[e_row[rest]], e_link[rest], e_weight[rest], int(single.sum()),
-                                       residual, level)
-    if (rate[row] > level[link] * (1 + REL_TOL)).any():
+    s_row, s_link, s_weight = single_edge
+    rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level)
+    if (rate[b_row] > level[b_link] * (1 + REL_TOL)).any():
         return None                                       # an edge link fills below a bundle's rate
     return rate

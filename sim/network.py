@@ -371,17 +371,24 @@ class FlowNetwork(Network):
         """One row per flow: its ECMP paths merged (`_merge_paths`), entries the fraction of the
         flow on each link. Rows of the same endpoints are reused (hashed ECMP draws per call)."""
         if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
-            unit = _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+            unit = self._unit_rows(srcs, dsts)
         else:
             key = (srcs[0], dsts[0]) if len(flows) == 1 else (tuple(srcs), tuple(dsts))
             unit = self._rows.get(key)
             if unit is None:
-                unit = self._row(*key) if len(flows) == 1 else \
-                    _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+                unit = self._row(*key) if len(flows) == 1 else self._unit_rows(srcs, dsts)
                 if len(self._rows) >= _ROWS_MAX_KEYS:
                     self._rows.clear()            # bounded memory; a later call routes again
                 self._rows[key] = unit
         return _Routed(unit.flat, unit.lengths, nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
+
+    def _unit_rows(self, srcs: list, dsts: list) -> _Routed:
+        """One row per flow of one byte (`_merge_paths` of its ECMP paths)."""
+        batch = self.topology.route_batch(srcs, dsts) if len(srcs) > 1 and self.ecmp != "hash" else None
+        if batch is None:
+            return _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+        return _merge_paths(_Routed(batch.flat, batch.lengths, np.asarray(batch.share, dtype=float),
+                                    batch.owner, batch.latency))
 
     def _row(self, src: str, dst: str) -> _Routed:
         """The row of one flow of one byte from src to dst (`_merge_paths` of its ECMP paths)."""
