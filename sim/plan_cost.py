@@ -291,21 +291,29 @@ def a2a_flows(matrix: np.ndarray, devices: list[str], gpus_per_node: int, algori
 
 
 def a2a_estimate_s(network, flows) -> float:
-    """Bottleneck-link time of flows on the topology (even ECMP split) plus the longest path latency."""
-    topo = network.topology
-    load = np.zeros(topo.num_links)
-    latency = 0.0
-    cache: dict[tuple[str, str], list] = {}
-    for src, dst, nbytes, *_ in flows:
-        paths = cache.get((src, dst))
-        if paths is None:
-            paths = cache[(src, dst)] = [list(p) for p in topo.routes(src, dst) if p]
-        for p in paths:
-            load[p] += nbytes / len(paths)
-        if paths:
-            latency = max(latency, topo.path_latency_s(tuple(paths[0])))
+    """Bottleneck-link time of flows on the topology (even ECMP split) plus the longest path latency
+    (of each flow's first path)."""
     if not flows:
         return 0.0
+    topo = network.topology
+    srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
+    nbytes = np.array([float(f[2]) for f in flows])
+    batch = topo.route_batch(srcs, dsts) if len(flows) > 1 else None
+    if batch is None:                                  # per-pair routes (memory tiers, media)
+        load = np.zeros(topo.num_links)
+        latency = 0.0
+        for src, dst, size in zip(srcs, dsts, nbytes.tolist()):
+            paths = [list(p) for p in topo.routes(src, dst) if p]
+            for p in paths:
+                load[p] += size / len(paths)
+            if paths:
+                latency = max(latency, topo.path_latency_s(tuple(paths[0])))
+    else:
+        per_path = nbytes[batch.owner] * np.asarray(batch.share, dtype=float)
+        load = np.bincount(batch.flat, np.repeat(per_path, batch.lengths), minlength=topo.num_links)
+        real = np.flatnonzero(batch.lengths > 0)
+        first = real[np.unique(batch.owner[real], return_index=True)[1]]     # each flow's first path
+        latency = float(batch.latency[first].max()) if len(first) else 0.0
     return float((load / topo.capacity).max()) + latency
 
 

@@ -200,8 +200,9 @@ def plan_report(scenario) -> dict:
 
 
 def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
-    """Start each flow when its source is ready (a PXN rail flow: when its whole host is ready);
-    returns one 'all my data arrived' event per rank."""
+    """Start each flow when its source is ready (a PXN rail flow: when its whole host is ready):
+    one bulk transfer per source, whose per-flow completions count down each receiver's pending
+    flows. Returns one 'all my data arrived' event per rank."""
     done = [sim.env.event() for _ in ready]
     pending = [0] * len(ready)
     by_source: dict[int, list] = {}
@@ -209,21 +210,21 @@ def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
         by_source.setdefault(first, []).append((src, dst, nbytes, dst_rank))
         pending[dst_rank] += 1
 
-    def arrived(rank: int):
-        def callback(_event):
-            pending[rank] -= 1
-            if pending[rank] == 0:
-                done[rank].succeed()
-        return callback
-
     def send(first: int, group: list):
         if first >= 0:
             yield ready[first]
         else:
             h = -1 - first
             yield sim.all_of(ready[h * gpus_per_node:(h + 1) * gpus_per_node])
-        for src, dst, nbytes, dst_rank in group:
-            network.transfer_many([(src, dst, nbytes)], name=name).callbacks.append(arrived(dst_rank))
+        receivers = np.array([dst_rank for *_, dst_rank in group], dtype=np.int64)
+
+        def arrived(indices: np.ndarray) -> None:
+            for rank in receivers[indices].tolist():
+                pending[rank] -= 1
+                if pending[rank] == 0:
+                    done[rank].succeed()
+        network.transfer_many([(src, dst, nbytes) for src, dst, nbytes, _ in group], name=name,
+                              on_flow_done=arrived)
 
     for first, group in by_source.items():
         sim.process(send(first, group))
