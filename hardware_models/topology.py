@@ -103,7 +103,6 @@ def tier_read_capacity(tier: MemoryTierSpec) -> float:
 @dataclass
 class Topology:
     """Nodes, directed links (as arrays indexed by link id) and routes between endpoints."""
-    graph: nx.DiGraph
     devices: list[str]                      # global rank -> device node
     hosts: list[list[str]]                  # host index -> its device nodes
     pools: dict[str, list[str]] = field(default_factory=dict)
@@ -122,6 +121,16 @@ class Topology:
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: object = None
     _hops: dict = field(default_factory=dict)       # switch -> hop distances to every switch (lazy)
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The directed graph of every link (edge attributes: capacity, latency, kind, id), built on
+        demand from the link arrays (so it shows capacities as they are now, e.g. after stragglers)."""
+        g = nx.DiGraph()
+        g.add_edges_from((u, v, {"capacity": float(c), "latency": float(l), "kind": k, "id": i})
+                         for i, (u, v, c, l, k) in enumerate(zip(self.link_src, self.link_dst, self.capacity,
+                                                                 self.latency, self.link_kind)))
+        return g
 
     def route_batch(self, srcs: list[str], dsts: list[str]):
         """Routes of many pairs at once (hardware_models.routing.RoutedFlows), or None if some
@@ -193,19 +202,29 @@ class Topology:
         length = from_a[self._hops["index"][b]]
         if not np.isfinite(length):
             raise nx.NetworkXNoPath(f"no path between {a} and {b}")
-        adj, order, index = self._hops["adjacency"], self._hops["order"], self._hops["index"]
+        order, index = self._hops["order"], self._hops["index"]
+        if "neighbours" not in self._hops:         # per switch: (neighbour, link id) as Python lists
+            adj = self._hops["adjacency"]
+            self._hops["neighbours"] = [
+                [(n, self._edge_id[(order[i], order[n])]) for n in adj.indices[adj.indptr[i]:adj.indptr[i + 1]].tolist()]
+                for i in range(len(order))]
+        neighbours = self._hops["neighbours"]
+        on_path = (from_a + to_b == length).tolist()     # switches on some shortest a -> b path
+        hops_from_a = from_a.tolist()
+        target = index[b]
         paths: list[tuple[int, ...]] = []
         stack = [(index[a], ())]
         while stack:
             i, links = stack.pop()
-            if order[i] == b:
+            if i == target:
                 paths.append(links)
                 if len(paths) > self.max_paths:
                     return None
                 continue
-            for n in adj.indices[adj.indptr[i]:adj.indptr[i + 1]]:
-                if from_a[n] == from_a[i] + 1 and from_a[n] + to_b[n] == length:
-                    stack.append((n, links + (self._edge_id[(order[i], order[n])],)))
+            step = hops_from_a[i] + 1
+            for n, link in neighbours[i]:
+                if hops_from_a[n] == step and on_path[n]:
+                    stack.append((n, links + (link,)))
         return paths
 
     def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
@@ -261,13 +280,6 @@ class _Builder:
             self.cap.append(cap)
             self.lat.append(tier.latency)
 
-    def graph(self) -> nx.DiGraph:
-        """The directed graph of every link added (edge attributes: capacity, latency, kind, id)."""
-        g = nx.DiGraph()
-        g.add_edges_from((u, v, {"capacity": c, "latency": l, "kind": k, "id": i})
-                         for i, (u, v, c, l, k) in enumerate(zip(self.src, self.dst, self.cap, self.lat, self.kind)))
-        return g
-
     def endpoint(self, node: str, switch: str, nic: LinkSpec) -> None:
         """A NIC: the endpoint's egress pays the NIC latency, the switch's egress one hop."""
         self.switches.add(switch)
@@ -309,7 +321,7 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
     switch_graph.add_nodes_from(sorted(b.switches))
     switch_graph.add_edges_from((u, v) for u, v, k in zip(b.src, b.dst, b.kind) if k == "fabric")
     topo = Topology(
-        graph=b.graph(), devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
+        devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
         attach_points=attach, link_src=b.src, link_dst=b.dst, link_kind=b.kind,
         capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
         max_paths=spec.max_paths,

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from hardware_models.spec import PowerSpec
 
@@ -160,38 +161,79 @@ class Inventory:
         return None
 
     def link_coefficients(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per directed link, two slots: (class rows, group rows, joules per byte)."""
+        """Per directed link, two slots: (class rows, group rows, joules per byte).
+
+        NIC and fabric links: a slot per end that is a switch box (switch energy) or, on NIC links,
+        a NIC (its host's NIC energy); scale-up and host links: the device end's host; memory links:
+        the tier (or medium) end's host. Attributes are found once per node, then set per link."""
         topo, hw, site = self.topology, self.hw, self.site
         n = topo.num_links
+        codes, nodes = pd.factorize(np.asarray(topo.link_src + topo.link_dst, dtype=object))
+        src, dst = codes[:n], codes[n:]
+        kind_codes, kinds = pd.factorize(np.asarray(topo.link_kind, dtype=object))
+        is_kind = {k: kind_codes == i for i, k in enumerate(kinds)}
+        none = np.zeros(n, dtype=bool)
+        cap = np.asarray(topo.capacity, dtype=float)
+        tiers = {t.name: t for t in hw.memory_tiers}
+        media = {m.name: m for p in self.pools.values() for m in p.media}
+        nic_w = dynamic_w(hw.nic.power)
+        # per node: switch-box group, owner group, NIC / memory-end dynamic power, "CPU-side" flag
+        box = np.full(len(nodes), -1, dtype=np.int64)
+        owner = np.full(len(nodes), -1, dtype=np.int64)
+        node_nic_w = np.zeros(len(nodes))
+        memory_w = np.zeros(len(nodes))
+        cpu_side = np.zeros(len(nodes), dtype=bool)
+        device = np.zeros(len(nodes), dtype=bool)
+        for i, node in enumerate(nodes.tolist()):
+            if node in self.switch_boxes:
+                box[i] = self.group_index[node]
+            group = self.owner_group(node)
+            if group is not None:
+                owner[i] = group
+            pool = self.pool_of.get(node)
+            node_nic_w[i] = dynamic_w(self.pools[pool].nic.power) if pool is not None else nic_w
+            cpu_side[i] = node.endswith("/cpu") or pool is not None
+            device[i] = node in self.device_index
+            head, _, name = node.partition("/")
+            spec = media.get(name) if head in self.pool_of else tiers.get(name)
+            if spec is not None:
+                memory_w[i] = dynamic_w(spec.power)
         cls = np.zeros((n, 2), dtype=np.int64)
         grp = np.zeros((n, 2), dtype=np.int64)
         coef = np.zeros((n, 2))
-        tiers = {t.name: t for t in hw.memory_tiers}
-        media = {m.name: m for p in self.pools.values() for m in p.media}
+        slot = np.zeros(n, dtype=np.int64)             # next free slot per link
+
+        def put(mask: np.ndarray, row: int | np.ndarray, group: np.ndarray, k: np.ndarray) -> None:
+            """Fill the next slot of the links of `mask` (a slot with no group or no energy stays
+            unused but is taken, as the per-link rule lists it)."""
+            links = np.flatnonzero(mask)
+            j = slot[links]
+            ok = (j < 2) & (group[links] >= 0) & (k[links] > 0)
+            row_of = row[links] if isinstance(row, np.ndarray) else np.full(len(links), row)
+            cls[links[ok], j[ok]], grp[links[ok], j[ok]], coef[links[ok], j[ok]] = \
+                row_of[ok], group[links][ok], k[links][ok]
+            slot[links] += 1
+
+        network = is_kind.get("nic", none) | is_kind.get("fabric", none)
         sw_j_per_byte = dynamic_w(site.switch.power) / (2.0 * site.switch_capacity_bytes_per_s)
-        for l, (s, d, kind, cap) in enumerate(zip(topo.link_src, topo.link_dst, topo.link_kind, topo.capacity)):
-            slots: list[tuple[str, int, float]] = []
-            if kind in ("nic", "fabric"):
-                for node in (s, d):
-                    if node in self.switch_boxes:
-                        slots.append(("switch", self.group_index[node], sw_j_per_byte))
-                    elif kind == "nic":
-                        spec = self.pools[self.pool_of[node]].nic if node in self.pool_of else hw.nic
-                        slots.append(("nic", self.owner_group(node), dynamic_w(spec.power) / (2.0 * cap)))
-            elif kind in ("scale_up", "host"):
-                spec = hw.scale_up if kind == "scale_up" else hw.host_link
-                dev = s if s in self.device_index else d
-                slots.append(("scale_up" if kind == "scale_up" else "host_link", self.owner_group(dev),
-                              dynamic_w(spec.power) / (2.0 * cap)))
-            elif kind == "memory":
-                node = d if (s.endswith("/cpu") or s in self.pool_of) else s     # the tier / medium end
-                head, _, name = node.partition("/")
-                spec = media.get(name) if head in self.pool_of else tiers.get(name)
-                if spec is not None:
-                    slots.append(("memory_tier", self.owner_group(node), dynamic_w(spec.power) / cap))
-            for j, (c, g, k) in enumerate(slots[:2]):
-                if g is not None and k > 0:
-                    cls[l, j], grp[l, j], coef[l, j] = CLASS_ROW[c], g, k
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for end in (src, dst):
+                at_box = network & (box[end] >= 0)
+                nic_end = is_kind.get("nic", none) & (box[end] < 0)
+                row = np.where(at_box, CLASS_ROW["switch"], CLASS_ROW["nic"])
+                group = np.where(at_box, box[end], owner[end])
+                k = np.where(at_box, sw_j_per_byte, node_nic_w[end] / (2.0 * cap))
+                put(at_box | nic_end, row, group, k)
+            for kind, spec, row in (("scale_up", hw.scale_up, CLASS_ROW["scale_up"]),
+                                    ("host", hw.host_link, CLASS_ROW["host_link"])):
+                mask = is_kind.get(kind, none)
+                if mask.any():
+                    dev = np.where(device[src], src, dst)
+                    put(mask, row, owner[dev], dynamic_w(spec.power) / (2.0 * cap))
+            mask = is_kind.get("memory", none)
+            if mask.any():
+                end = np.where(cpu_side[src], dst, src)           # the tier / medium end
+                put(mask & (memory_w[end] > 0), CLASS_ROW["memory_tier"], owner[end], memory_w[end] / cap)
         return cls, grp, coef
 
     # ---- activity targets ---------------------------------------------------------------------------

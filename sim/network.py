@@ -297,9 +297,12 @@ class AnalyticalNetwork(Network):
             slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
         t_bw = np.where(nonempty, slowest, 0.0)
         per_sub = routed.latency + t_bw
-        link_of = routed.flat
-        np.add.at(self._link_bytes, link_of, np.repeat(routed.nbytes, routed.lengths))
-        np.add.at(self._link_busy_s, link_of, np.repeat(t_bw, routed.lengths))
+        for total, per_flow in ((self._link_bytes, routed.nbytes), (self._link_busy_s, t_bw)):
+            values = np.repeat(per_flow, routed.lengths)
+            if 8 * len(routed.flat) < len(capacity):          # few entries: in place
+                np.add.at(total, routed.flat, values)
+            else:                                              # many: one pass over the links
+                total += np.bincount(routed.flat, values, minlength=len(capacity))
         for observer in self.traffic_observers:
             t0 = group.start_s + routed.latency
             observer.on_subflows(t0, t0 + t_bw, routed.flat, routed.lengths, routed.nbytes)

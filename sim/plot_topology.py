@@ -48,14 +48,15 @@ def node_groups(topology, max_hosts: int = 16, max_switches: int = 16,
         for k, name in enumerate(names):
             pool_of[name] = _block_name(pool, k, size, len(names))
     families: dict[str, list[int]] = defaultdict(list)
-    for node in topology.graph.nodes:
+    nodes = list(topology.graph.nodes)
+    for node in nodes:
         if _HOST.match(node) or node.split("/")[0] in pool_of:
             continue
         m = _NUMBERED.match(node)
         if m:
             families[m.group(1)].append(int(m.group(2)))
     mapping, role = {}, {}
-    for node in topology.graph.nodes:
+    for node in nodes:
         m = _HOST.match(node)
         if m:
             drawn = _block_name("h", int(m.group(1)), host_block, n_hosts)

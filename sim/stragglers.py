@@ -67,5 +67,3 @@ def apply_stragglers(topology, devices, stragglers: list[Straggler]) -> None:
             links = [topology.link_id(src.strip(), dst.strip())]
         for link in links:
             topology.capacity[link] *= s.bandwidth_factor
-            topology.graph.edges[topology.link_src[link], topology.link_dst[link]]["capacity"] = \
-                float(topology.capacity[link])
