@@ -117,6 +117,7 @@ class SpanActivity:
         self._unit_s = np.zeros(0)
         self._chunks: list[tuple] = []          # from add_many / add_spans: (keys, start, end, units or None)
         self._chunk_len = 0
+        self._component_keys: dict[int, tuple] = {}     # id(component list) -> (list, (track, category), key ids)
         self._batch = batch
         self._next = batch
         self.spans = 0
@@ -133,6 +134,17 @@ class SpanActivity:
         key_ids = np.asarray(key_ids, dtype=np.int64)
         self._add_chunk(key_ids, np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
                         np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy(), None)
+
+    def add_components(self, components: list[str], track: str, category: str, start_s: float,
+                       end_s: float) -> None:
+        """One busy interval of one unit on each of `components` (what one call per component
+        does); the key ids of a component list are kept for its next call."""
+        cached = self._component_keys.get(id(components))
+        if cached is None or cached[0] is not components or cached[1] != (track, category):
+            ids = np.array([self.key_id((c, track, category)) for c in components], dtype=np.int64)
+            cached = self._component_keys[id(components)] = (components, (track, category), ids)
+        self.spans += len(components)
+        self.add_many(cached[2], start_s, end_s)
 
     def add_spans(self, key_ids: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, units: np.ndarray) -> None:
         """Recorder spans in bulk (as arrays): what calling this observer once per span does."""

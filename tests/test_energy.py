@@ -101,6 +101,19 @@ def test_cpu_spans_count_their_units_as_busy_cores():
     assert by_class["gpu"] == pytest.approx(100)                              # CPU work is not GPU work
 
 
+def test_preprocessing_batches_charge_every_core_they_hold():
+    """A batch's CPU stages hold `cores_per_batch` cores: the core-seconds the energy model charges
+    are the workers' busy-core area (less the batches still in flight when the run ends)."""
+    sc = load_scenario(Path("scenarios/ingest-dlrm-disaggregated.yaml"), ["workload.duration_s=8", "workload.warmup_s=0"])
+    r = run(sc)
+    spans = next(o for o in r.sim.recorder.observers if isinstance(o, SpanActivity))
+    charged_core_s = sum(spans.unit_s[k] for k, key in enumerate(spans.keys) if key[1] == "cpu")
+    pre = sc.workload.preprocessing
+    busy_core_s = r.metrics["utilisation"]["preprocessing_cpu"] * pre.workers * pre.worker.cores * r.sim_time_s
+    in_flight_core_s = pre.workers * pre.worker.cores * 16384 * 0.8e-3 / pre.cores_per_batch   # one batch time
+    assert busy_core_s - in_flight_core_s <= charged_core_s <= busy_core_s
+
+
 @pytest.mark.parametrize("network_model", ["flow", "analytical"])
 def test_a_transfer_charges_nics_and_switch_per_byte(network_model):
     nbytes = 10e9

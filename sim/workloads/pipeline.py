@@ -226,7 +226,7 @@ class Pipeline:
                 w.cores.put(k)
                 w.cores_busy.change(-k)
                 for i, d in zip(members, durations):
-                    self.sim.span(w.name, "cpu", stages[i].name, t, t + d / k, category="compute")
+                    self.sim.span(w.name, "cpu", stages[i].name, t, t + d / k, category="compute", units=k)
                     self.stage_busy_s[stages[i].name] += self.window.overlap(t, t + d / k) * k
                     t += d / k
             else:
