@@ -209,9 +209,11 @@ class OpenIntervals:
     """Per row (a GPU): the open interval during which it takes part in transfers.
 
     A transfer makes its rows busy from `start_s` until `end_s`. One that starts no later than the
-    row's open interval ends (within 1e-12 relative) extends it to the later end; otherwise the open
-    interval is closed - handed to `emit(rows, starts, ends)` - and a new one opened, so back-to-back
-    steps of a collective keep one interval per GPU. Transfers with few rows (`add`) are buffered
+    row's open interval ends (within 1e-12 relative) joins it: the interval spans both (transfers
+    are seen when they end, so one that started earlier can arrive after a later one); otherwise the
+    open interval is closed - handed to `emit(rows, starts, ends)` - and a new one opened, so
+    back-to-back steps of a collective keep one interval per GPU. Emitted intervals of a row may
+    overlap (their union is what counts). Transfers with few rows (`add`) are buffered
     and folded in vectorised batches; ones with many (`add_many`) are folded at once, after the
     buffer. Either way the intervals are those of folding every transfer in turn, in call order
     (tests/test_workload_speed.py holds it to that).
@@ -224,9 +226,10 @@ class OpenIntervals:
         self._batch = batch
         self._rows, self._counts = array("q"), array("q")
         self._starts, self._ends = array("d"), array("d")
-        # (rows array, end): those rows' open intervals all end at `end`, not yet written to _end
-        # (a ring collective's steps, back to back on the same GPUs, extend it in O(1) each)
-        self._uniform: tuple[np.ndarray, float] | None = None
+        # (rows array, end, latest start): those rows' open intervals all end at `end`, not yet
+        # written to _end, and start no later than `latest start` (a ring collective's steps, back
+        # to back on the same GPUs, extend it in O(1) each)
+        self._uniform: tuple[np.ndarray, float, float] | None = None
 
     @property
     def start(self) -> np.ndarray:
@@ -240,7 +243,7 @@ class OpenIntervals:
 
     def _settle(self) -> None:
         if self._uniform is not None:
-            rows, end = self._uniform
+            rows, end, _ = self._uniform
             self._uniform = None
             self._end[rows] = end
 
@@ -258,12 +261,16 @@ class OpenIntervals:
         """Distinct `rows` (an array) busy over [start_s, end_s], folded now."""
         self.flush()
         if self._uniform is not None and self._uniform[0] is rows:
-            end = self._uniform[1]                                 # every row's open end
+            _, end, latest_start = self._uniform                   # every row's open end
             if start_s > end * (1 + 1e-12) + 1e-15:
                 if end != -np.inf:
                     self.emit(rows, self._start[rows], np.full(len(rows), end))
                 self._start[rows] = start_s
-            self._uniform = (rows, max(end, end_s))
+                latest_start = start_s
+            elif start_s < latest_start:                           # joins, starting earlier
+                self._start[rows] = np.minimum(self._start[rows], start_s)
+                latest_start = float(self._start[rows].max())
+            self._uniform = (rows, max(end, end_s), latest_start)
             return
         self._settle()
         open_end = self._end[rows]
@@ -271,11 +278,11 @@ class OpenIntervals:
         closing = rows[fresh & np.isfinite(open_end)]
         if len(closing):
             self.emit(closing, self._start[closing], self._end[closing])
-        self._start[rows[fresh]] = start_s
+        self._start[rows] = np.where(fresh, start_s, np.minimum(self._start[rows], start_s))
         new_end = np.maximum(open_end, end_s)
         self._end[rows] = new_end
         if len(rows) > 64 and (new_end == end_s).all():
-            self._uniform = (rows, end_s)
+            self._uniform = (rows, end_s, float(self._start[rows].max()))
 
     def flush(self) -> None:
         """Fold the buffered transfers, per row in call order: a row's open interval ends at the
@@ -300,8 +307,11 @@ class OpenIntervals:
         before[first] = -np.inf
         before = np.maximum(before, init_end)                             # open end before this transfer
         fresh = s > before * (1 + 1e-12) + 1e-15
-        opened = pd.Series(np.where(fresh, s, np.nan)).groupby(group).ffill().to_numpy()
-        after = np.where(np.isnan(opened), init_start, opened)           # open start after this transfer
+        # open start after this transfer: the earliest start since the interval opened (a fresh
+        # transfer opens one; a row's first transfer that joins continues the initial one)
+        joins_initial = first & ~fresh
+        earliest = np.where(joins_initial, np.minimum(s, init_start), s)
+        after = pd.Series(earliest).groupby(np.cumsum(fresh | first)).cummin().to_numpy()
         start_before = np.r_[0.0, after[:-1]]
         start_before[first] = init_start[first]
         closing = fresh & np.isfinite(before)

@@ -144,6 +144,18 @@ def test_a_one_way_transfer_makes_sender_and_receiver_gpus_communicate():
     assert gpu["h0"] == pytest.approx(gpu["h1"])          # sending and receiving hosts draw the same
 
 
+def test_a_gpu_communicates_from_its_earliest_transfer_even_when_a_later_one_ends_first():
+    def schedule(sim, cluster):
+        a, b = cluster.devices[0].node, cluster.devices[1].node
+        long = cluster.network.transfer(a, b, 2e9)                 # starts at 0, is seen when it ends
+        yield sim.timeout(0.001)
+        yield cluster.network.transfer(a, b, 1e6)                  # starts later, ends first
+        yield long
+    report = simulate(schedule, nodes=2)
+    t = report.duration_s                                           # both GPUs communicate throughout
+    assert report.metrics()["energy_j_by_class"]["gpu"] == pytest.approx(2 * t * (100 + 0.25 * 400), rel=1e-9)
+
+
 def test_energy_is_exact_when_the_span_recorder_drops_spans():
     path = "scenarios/allreduce-2x8-h100.yaml"
     full = run(load_scenario(path))
