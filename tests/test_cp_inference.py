@@ -227,6 +227,13 @@ def test_poisson_arrivals_are_seeded_and_served_first_come_first_served():
     assert a["ttft_p99_s"] >= a["ttft_p50_s"] > 0 and a["ttit_p99_s"] >= a["ttit_p50_s"] > 0
 
 
+def test_tokens_count_prompt_and_decode_tokens_and_give_energy_per_token():
+    m = run(tiny([{"prompt_tokens": 4096, "decode_tokens": 3}, {"prompt_tokens": 2048, "cached_tokens": 1024}],
+                 layers=1, ranks="representative", nodes=2)).metrics
+    assert m["tokens"] == 4096 + 3 + 2048                    # cached tokens are not processed again
+    assert m["energy_per_token_j"] == pytest.approx(m["energy_j"] / m["tokens"])
+
+
 # ---- errors ----------------------------------------------------------------------------------------
 
 def _error(**kw) -> str:

@@ -27,7 +27,8 @@ Metrics: `ttft_s` (first request), `ttft_s_per_request`, `ttft_p50_s`, `ttft_p99
 prefill - dense GEMMs and causal attention, no padding - per second per GPU; MFU against the peak of
 `dtype`), `prefill_breakdown_s` and `decode_breakdown_s` (GPU 0: dense, attention, merge,
 ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first layer),
-`memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`.
+`memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
+tokens of all requests; energy_per_token_j is the run's energy over them).
 """
 from __future__ import annotations
 
@@ -279,7 +280,7 @@ def simulate(sim, cluster, config: Config):
                        config.allreduce_algorithm, exact)
         breakdown = yield from run.run()
         row = {"arrival_s": arrival, "queue_s": start - arrival, "prefill_s": sim.now - start,
-               "ttft_s": sim.now - arrival, "ring": ring}
+               "ttft_s": sim.now - arrival, "ring": ring, "tokens": req.prompt_tokens + req.decode_tokens}
         if i == 0:
             first = {"breakdown": breakdown, "steps": run.ring_step_table(), "choice": choice, "req": req}
         decode = []
@@ -323,6 +324,7 @@ def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: di
         "queue_s_per_request": [r["queue_s"] for r in rows],
         "prefill_s_per_request": [r["prefill_s"] for r in rows],
         "requests": len(rows),
+        "tokens": sum(r["tokens"] for r in rows),
         "tp": tp,
         "cp": cp,
         "model": config.model.name,
