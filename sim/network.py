@@ -289,16 +289,20 @@ class AnalyticalNetwork(Network):
     def _start(self, group: _Group, routed: _Routed, key: object) -> None:
         starts = np.concatenate([[0], np.cumsum(routed.lengths)])
         capacity = self.topology.capacity
-        load = np.bincount(routed.flat, weights=np.repeat(routed.nbytes, routed.lengths), minlength=len(capacity))
+        entry_bytes = np.repeat(routed.nbytes, routed.lengths)
         slowest = np.zeros(len(routed.lengths))
         nonempty = routed.lengths > 0
         if nonempty.any():
-            per_entry = load[routed.flat] / capacity[routed.flat]
+            if 8 * len(routed.flat) < len(capacity):           # few entries: the links used only
+                used, inverse = np.unique(routed.flat, return_inverse=True)
+                load = np.bincount(inverse.ravel(), entry_bytes, minlength=len(used))[inverse.ravel()]
+            else:
+                load = np.bincount(routed.flat, entry_bytes, minlength=len(capacity))[routed.flat]
+            per_entry = load / capacity[routed.flat]
             slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
         t_bw = np.where(nonempty, slowest, 0.0)
         per_sub = routed.latency + t_bw
-        for total, per_flow in ((self._link_bytes, routed.nbytes), (self._link_busy_s, t_bw)):
-            values = np.repeat(per_flow, routed.lengths)
+        for total, values in ((self._link_bytes, entry_bytes), (self._link_busy_s, np.repeat(t_bw, routed.lengths))):
             if 8 * len(routed.flat) < len(capacity):          # few entries: in place
                 np.add.at(total, routed.flat, values)
             else:                                              # many: one pass over the links
