@@ -514,3 +514,30 @@ def test_jobs_sharing_a_cluster(placement, size, op):
     for j in jobs.values():
         assert j["slowdown_vs_alone"] == pytest.approx(j["completion_s"] / j["alone_completion_s"])
         assert j["time_s"] <= j["completion_s"] * (1 + 1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(0, 5), min_size=1, max_size=40), st.floats(0.01, 50))
+def test_event_count_is_the_number_of_events_processed(delays, stop_at):
+    """`events` in summaries: SimPy's scheduled events less the queued ones equals stepping and counting."""
+    from sim.engine import Simulation
+
+    sim = Simulation(seed=0)
+    steps = 0
+    step = sim.env.step
+
+    def counted_step():
+        nonlocal steps
+        steps += 1
+        step()
+    sim.env.step = counted_step
+
+    def proc():
+        for d in delays:
+            yield sim.timeout(d)
+            sim.timeout(d / 2)                               # events nobody waits for count too
+    p = sim.process(proc())
+    sim.env.run(until=stop_at)
+    assert sim.env.events_processed == steps
+    sim.env.run(until=p)
+    assert sim.env.events_processed == steps
