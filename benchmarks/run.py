@@ -6,7 +6,8 @@ NAME is a file stem of benchmarks/scenarios/*.yaml (e.g. cp-405b-1m-16hosts); --
 scenario fields as `dcsim run --set` does (e.g. workload.duration_s=60 for a shortened ingestion run;
 its target then no longer applies and shows as "n/a").
 
-Prints one table, all runs in this one process: per scenario the wall time, events processed,
+Prints one table, all runs in this one process: bare SimPy's and dcsim's engine events/s on a timeout
+loop, then per scenario the wall time, events processed,
 events/s, the ratio to bare SimPy's events/s, the peak memory (resident set, reset before each
 scenario where Linux allows it, else the process's peak so far), issue 13's targets for it and
 whether they are met. Targets: events/s at least half of bare SimPy's and memory under 4 GiB for
@@ -39,8 +40,9 @@ MIN_RATIO = 0.5                             # events/s at least half of bare Sim
 MAX_MEMORY_MIB = 4096.0
 
 
-def bare_simpy_events_per_s(n: int = 400_000) -> float:
-    env = simpy.Environment()
+def timeout_loop_events_per_s(env=None, n: int = 400_000) -> float:
+    """Events/s of one process yielding `n` timeouts on `env` (default: a bare SimPy environment)."""
+    env = simpy.Environment() if env is None else env
 
     def ticker():
         for _ in range(n):
@@ -103,8 +105,12 @@ def main() -> None:
         if unknown:
             ap.error(f"no benchmark scenario {', '.join(sorted(unknown))}; have: {', '.join(p.stem for p in paths)}")
         paths = [p for p in paths if p.stem in args.only]
-    ceiling = bare_simpy_events_per_s()
+    ceiling = timeout_loop_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
+    from sim.engine import Simulation
+    engine = timeout_loop_events_per_s(Simulation(seed=0).env)
+    print(f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
+          f"overhead; the scenarios below add their models' work per event)")
     print(f"{'scenario':26s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
           f"{'targets':32s} {'met':12s} metric")
     for path in paths:
