@@ -38,6 +38,7 @@ _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span p
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
 _ROWS_MAX_KEYS = 1 << 18        # flow backend: endpoint sets (or single pairs) whose rows are kept
+_ROUTES_MAX_PAIRS = 1 << 18     # endpoint pairs whose paths (and trace track) are kept
 
 
 @dataclass
@@ -82,7 +83,7 @@ class Network:
         # see every byte moved, and when, and optionally on_flows(srcs, dsts, start_s, finish_s) that sees
         # each transfer's endpoints when it completes (sim/activity.py: traffic- and activity-driven power)
         self.traffic_observers: list = []
-        self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], np.ndarray]] = {}
+        self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]] = {}
         # id(step) -> (step, srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[int, tuple] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
@@ -153,9 +154,10 @@ class Network:
             cached = self._route_cache.get(key)
             if cached is None or self.ecmp == "hash":
                 paths = tuple(p for p in self.paths_for(s, d))
-                lat = np.array([topo.path_latency_s(p) for p in paths])
-                cached = (paths, lat)
+                cached = (paths, tuple(topo.path_latency_s(p) for p in paths))
                 if self.ecmp != "hash":
+                    if len(self._route_cache) >= _ROUTES_MAX_PAIRS:
+                        self._route_cache.clear()       # bounded memory; a later flow routes again
                     self._route_cache[key] = cached
             paths, lat = cached
             share = float(b) / len(paths)
@@ -260,6 +262,8 @@ class Network:
         if kind is None:
             paths = self.topology.routes(src, dst)
             kind = self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
+            if len(self._track_cache) >= _ROUTES_MAX_PAIRS:
+                self._track_cache.clear()               # bounded memory
             self._track_cache[(src, dst)] = kind
         return kind
 

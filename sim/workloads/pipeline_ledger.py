@@ -15,6 +15,7 @@ A correct pipeline ends with duplicates = 0 and lost = 0 under any fault; the te
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,8 +50,8 @@ def subtract(start: int, end: int, taken: list[tuple[int, int]]) -> list[tuple[i
 class SampleLedger:
     issued: int = 0                      # samples handed out fresh (the dataset cursor)
     requeued: int = 0                    # samples sent back to the queue after crashes
-    _starts: list[int] = field(default_factory=list)
-    _ends: list[int] = field(default_factory=list)
+    _starts: array = field(default_factory=lambda: array("q"))     # delivered ranges (16 bytes each)
+    _ends: array = field(default_factory=lambda: array("q"))
 
     def issue(self, start: int, end: int) -> None:
         self.issued += end - start
@@ -69,7 +70,7 @@ class SampleLedger:
 
     def reconcile(self, pending: list[tuple[int, int]]) -> dict[str, int]:
         """Delivered once / duplicated / pending / lost, counted from the recorded ranges."""
-        ds, de = np.asarray(self._starts, dtype=np.int64), np.asarray(self._ends, dtype=np.int64)
+        ds, de = np.frombuffer(self._starts, dtype=np.int64), np.frombuffer(self._ends, dtype=np.int64)
         ps = np.asarray([a for a, _ in pending], dtype=np.int64)
         pe = np.asarray([b for _, b in pending], dtype=np.int64)
         delivered_union = union_length(ds, de)

@@ -90,15 +90,22 @@ class WindowedLinkBytes:
     """A network traffic observer: bytes each link carried inside the window (the network reports
     bytes moved per interval of constant rates; an interval straddling a window edge counts pro rata;
     bytes moved after the network's last rate change before the run ends are not yet reported).
-    Sub-flow reports are buffered and counted together when `bytes` is read."""
+    Sub-flow reports are buffered and counted together when `bytes` is read or `batch` of them wait
+    (memory stays bounded over long runs)."""
 
-    def __init__(self, num_links: int, window: Window) -> None:
+    def __init__(self, num_links: int, window: Window, batch: int = 4096) -> None:
         self.window = window
         self._bytes = np.zeros(num_links)
         self._subflows: list[tuple] = []
+        self._batch = batch
 
     @property
     def bytes(self) -> np.ndarray:
+        self._fold()
+        return self._bytes
+
+    def _fold(self) -> None:
+        """Count the buffered sub-flow reports."""
         if self._subflows:
             chunks, self._subflows = self._subflows, []
             t0 = np.concatenate([np.broadcast_to(c[0], c[4].shape) for c in chunks])
@@ -109,7 +116,6 @@ class WindowedLinkBytes:
             frac = np.where(span > 0, inside / np.where(span > 0, span, 1.0),
                             (t0 >= self.window.start_s) & (t0 <= self.window.end_s))
             np.add.at(self._bytes, flat, np.repeat(nbytes * frac, lengths))
-        return self._bytes
 
     def on_links(self, t0: float, t1: float, delta: np.ndarray) -> None:
         if t1 > t0:
@@ -118,6 +124,8 @@ class WindowedLinkBytes:
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
         self._subflows.append((np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
                                np.array(lengths), np.array(nbytes, dtype=float).reshape(-1)))
+        if len(self._subflows) >= self._batch:
+            self._fold()
 
 
 class Occupancy:
@@ -333,6 +341,13 @@ class Credits:
         queue = self.queues.get(key)
         if queue:
             heapq.heappush(self._heap, (held, queue[0][0], key))
+            if len(self._heap) > 4 * len(self.queues) + 64:
+                self._prune()
+
+    def _prune(self) -> None:
+        """Drop stale heap entries (bounded memory): one entry per waiting worker, as it is now."""
+        self._heap = [(self.held.get(k, 0), q[0][0], k) for k, q in self.queues.items() if q]
+        heapq.heapify(self._heap)
 
     def _grant(self) -> None:
         heap, free = self._heap, self.free
