@@ -115,7 +115,15 @@ def hierarchical_schedule(op: str, group: Sequence[str], nbytes: float,
     rails = [[local[h][j] for h in range(H)] for j in range(L)]
 
     def parallel(per_group: list[list[Step]]) -> list[Step]:
-        return [sum((steps[k] for steps in per_group), []) for k in range(len(per_group[0]))]
+        """Step k of all groups at once; where every group repeats its previous step, so does
+        the result (identical steps share one list)."""
+        combined: list[Step] = []
+        for k in range(len(per_group[0])):
+            if k and all(steps[k] is steps[k - 1] for steps in per_group):
+                combined.append(combined[-1])
+            else:
+                combined.append([flow for steps in per_group for flow in steps[k]])
+        return combined
 
     if op == "all_reduce":
         intra_rs = parallel([ring_schedule("reduce_scatter", g, nbytes) for g in local])

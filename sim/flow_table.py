@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from sim.flow_bundles import Bundles, Growable, ranges
+from sim.flow_bundles import Bundles, Growable, owners, ranges
 from sim.max_min import (
     DONE_BYTES,
     bundled_filling,
@@ -89,7 +89,7 @@ class FlowTable:
             group: np.ndarray, flow: np.ndarray, now: float) -> None:
         """Append flows (concatenated link ids, entry weights, entries per flow, bytes, owner)."""
         k = len(lengths)
-        row = np.repeat(np.arange(k), lengths)
+        row = owners(lengths)
         shared = self.shared[flat]
         bundle = self.bundles.ids(flat[shared], weights[shared], np.bincount(row[shared], minlength=k))
         e_row, e_link, e_weight = row[~shared], flat[~shared], weights[~shared]
@@ -166,7 +166,7 @@ class FlowTable:
         b_row, b_link, b_weight = self.bundles.of(bundle[bundled])
         lengths = self.length[slots]
         idx = ranges(self.start[slots], lengths)
-        return np.concatenate([bundled[b_row], np.repeat(np.arange(len(slots)), lengths)]), \
+        return np.concatenate([bundled[b_row], owners(lengths)]), \
             np.concatenate([b_link, self._entries.arrays["link"][idx]]), \
             np.concatenate([b_weight, self._entries.arrays["weight"][idx]])
 
@@ -250,7 +250,7 @@ class FlowTable:
         flows = region[single]
         lengths = self.length[flows]
         link = self._entries.arrays["link"][ranges(self.start[flows], lengths)]
-        row = np.repeat(np.arange(len(flows)), lengths)
+        row = owners(lengths)
         hit = np.zeros(len(flows), dtype=bool)
         while True:
             new = np.zeros(len(flows), dtype=bool)
@@ -276,7 +276,7 @@ class FlowTable:
         lengths = self.length[region]
         idx = ranges(self.start[region], lengths)
         return {"unit": compact[bundle[:n_bundled]], "units": len(ids), "shared": self.bundles.of(ids),
-                "edge": (np.repeat(np.arange(len(region)), lengths), self._entries.arrays["link"][idx],
+                "edge": (owners(lengths), self._entries.arrays["link"][idx],
                          self._entries.arrays["weight"][idx]),
                 "split": int(lengths[:n_bundled].sum())}      # edge entries of bundled flows
 

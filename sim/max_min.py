@@ -32,6 +32,7 @@ import scipy.sparse as sp
 REL_TOL = 1e-9            # links within this relative distance of the lowest level fill together
 DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
 _SLACK = 1e-9             # flows within this relative distance of the region's level L are refilled
+_TINY = 32                # progressive filling of at most this many entries runs in plain Python
 
 
 def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
@@ -88,6 +89,8 @@ def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n
     of `capacity`; the same filling as `max_min_fair`, with per level only the entries of unfrozen
     flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
     which each link filled and froze flows."""
+    if len(link) <= _TINY:
+        return _tiny_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
     if 4 * len(link) < len(capacity):                # few entries: work on the links they use only
         used, link = np.unique(link, return_inverse=True)
         level = None if link_level is None else np.full(len(used), np.inf)
@@ -123,11 +126,43 @@ def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n
     return rate
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the concatenated ranges [start, start + length)."""
-    total = int(lengths.sum())
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(total)
+def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndarray,
+                  link_level: np.ndarray | None) -> np.ndarray:
+    """`progressive_filling` of a few entries in plain Python (numpy's cost per call would
+    dominate): the same operations in the same order, so the same rates to the last bit."""
+    count: dict[int, float] = {}
+    entries: dict[int, int] = {}
+    for l, w in zip(link, weight):
+        count[l] = count.get(l, 0.0) + w
+        entries[l] = entries.get(l, 0) + 1
+    remaining = {l: float(capacity[l]) for l in count}
+    rate = [np.inf] * n
+    live = list(range(len(link)))                      # entries of unfrozen flows
+    while live:
+        share = {l: max(remaining[l], 0.0) / count[l] for l in count if entries[l] > 0}
+        level = min(share.values())
+        limit = level * (1 + REL_TOL) + 1e-12
+        newly = {row[i] for i in live if share[link[i]] <= limit}
+        if link_level is not None:
+            for i in live:
+                if share[link[i]] <= limit:
+                    link_level[link[i]] = level
+        frozen_sum: dict[int, float] = {}
+        kept = []
+        for i in live:
+            if row[i] in newly:
+                l = link[i]
+                frozen_sum[l] = frozen_sum.get(l, 0.0) + weight[i]
+                entries[l] -= 1
+            else:
+                kept.append(i)
+        for l, w in frozen_sum.items():
+            remaining[l] -= w * level
+            count[l] -= w
+        for r in newly:
+            rate[r] = level
+        live = kept
+    return np.array(rate, dtype=float)
 
 
 def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, single_edge: tuple,
@@ -157,12 +192,16 @@ def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, 
     size = np.bincount(unit, minlength=n_units)
     rate = np.empty(n_bundled + n_single)
     rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
-    residual = capacity - np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
-    if (residual[b_link] < -REL_TOL * capacity[b_link]).any():
+    bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
+    residual = capacity - bundled_load
+    if ((residual < -REL_TOL * capacity) & (bundled_load > 0)).any():
         return None                                       # the bundles overfill an edge link
     level = np.full(len(capacity), np.inf)
     s_row, s_link, s_weight = single_edge
     rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level)
-    if (rate[b_row] > level[b_link] * (1 + REL_TOL)).any():
-        return None                                       # an edge link fills below a bundle's rate
+    filled = level < np.inf                               # edge links where other flows froze
+    if filled.any():
+        on_filled = filled[b_link]
+        if (rate[b_row[on_filled]] > level[b_link[on_filled]] * (1 + REL_TOL)).any():
+            return None                                   # an edge link fills below a bundle's rate
     return rate

@@ -1,7 +1,8 @@
 """The flow network's fast paths give the straightforward path's results (issue 13).
 
 Each shortcut is compared with the plain computation on small cases, to float rounding:
-- `progressive_filling` (entries of unfrozen flows only) vs `max_min_fair` (mat-vecs over all flows);
+- `progressive_filling` (entries of unfrozen flows only) vs `max_min_fair` (mat-vecs over all flows),
+  and its plain-Python path for a few entries vs its numpy path (identical to the last bit);
 - `bundled_filling` (flows with the same switch-to-switch links filled as one) vs `max_min_fair`
   whenever its exactness check accepts, and the check rejects the cases it must reject;
 - `FlowTable` (incremental: only flows whose rate can change are refilled, bytes left kept lazily)
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.flow_table import FlowTable
+import sim.max_min as max_min
 from sim.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
 from tests.conftest import make_cluster
 
@@ -47,6 +49,25 @@ def test_progressive_filling_equals_max_min_fair(seed, n_flows, n_links):
     row = np.repeat(np.arange(n_flows), lengths)
     fast = progressive_filling(row, flat, weights, n_flows, capacity)
     assert fast == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1), st.integers(1, 10), st.integers(1, 30))
+def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_numpy_path(seed, n_flows, n_links):
+    rng = np.random.default_rng(seed)
+    lengths, flat, weights = random_flows(rng, n_flows, n_links, max_len=3)
+    assert len(flat) <= max_min._TINY                                  # the plain-Python path
+    capacity = rng.choice([1.0, 2.0, 5.0, 10.0], n_links) * 1e9 * rng.choice([1.0, 1 / 3], n_links)
+    row = np.repeat(np.arange(n_flows + 1), np.append(lengths, 0))     # and a flow with no link
+    level_py, level_np = np.full(n_links, np.inf), np.full(n_links, np.inf)
+    python = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_py)
+    saved, max_min._TINY = max_min._TINY, -1
+    try:
+        vectorised = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_np)
+    finally:
+        max_min._TINY = saved
+    assert python.tolist() == vectorised.tolist() and python[-1] == np.inf
+    assert level_py.tolist() == level_np.tolist()
 
 
 def leaf_spine(leaves, hosts_per_leaf, nic, uplink):
