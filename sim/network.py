@@ -37,8 +37,10 @@ from sim.network_replay import Trajectory
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
+_SINGLE_ROUTES_MAX = 1 << 16    # endpoint pairs whose routes (as sub-flow arrays) are kept
 _ROWS_MAX_KEYS = 1 << 18        # flow backend: endpoint sets (or single pairs) whose rows are kept
 _ROUTES_MAX_PAIRS = 1 << 18     # endpoint pairs whose paths (and trace track) are kept
+_FEW_ENTRIES = 16               # analytical transfers of at most this many link entries: plain Python
 
 
 @dataclass
@@ -90,6 +92,7 @@ class Network:
         self._estimate_terms: dict[tuple[str, str], tuple] = {}   # (src, dst) -> estimate_time_s terms
         # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
         self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], _Routed] = {}
+        self._single_routes: dict[tuple[str, str], _Routed] = {}     # one flow's sub-flows, one byte
 
     @property
     def link_bytes(self) -> np.ndarray:
@@ -135,15 +138,20 @@ class Network:
     def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:
         """`_route`, reusing the routes of an earlier call with the same endpoints (exact: sub-flow
         bytes are the flow's bytes times its path share). Hashed ECMP draws per call: not reused."""
-        if self.ecmp == "hash" or not 1 < len(flows) <= _PAIR_ROUTES_MAX_FLOWS:
-            return self._route(flows)         # single flows: _route_pairs caches per pair already
-        key = (tuple(srcs), tuple(dsts))
-        unit = self._pair_routes.get(key)
+        if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
+            return self._route(flows)
+        single = len(flows) == 1
+        cache, bound = (self._single_routes, _SINGLE_ROUTES_MAX) if single else (self._pair_routes, _PAIR_ROUTES_MAX_SETS)
+        key = (srcs[0], dsts[0]) if single else (tuple(srcs), tuple(dsts))
+        unit = cache.get(key)
         if unit is None:
             unit = self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)])
-            if len(self._pair_routes) >= _PAIR_ROUTES_MAX_SETS:
-                self._pair_routes.clear()       # bounded memory; a later call routes again
-            self._pair_routes[key] = unit
+            if len(cache) >= bound:
+                cache.clear()                   # bounded memory; a later call routes again
+            cache[key] = unit
+        if single:                              # its bytes split evenly over its paths, as `_route` does
+            k = len(unit.lengths)
+            return _Routed(unit.flat, unit.lengths, np.full(k, nbytes[0] / k), unit.flow, unit.latency, unit.weights)
         return _Routed(unit.flat, unit.lengths, unit.nbytes * nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
 
     def _route_pairs(self, flows) -> _Routed:
@@ -291,31 +299,26 @@ class AnalyticalNetwork(Network):
     classic (n-1)/n * S / B of the sender's NIC."""
 
     def _start(self, group: _Group, routed: _Routed, key: object) -> None:
-        starts = np.concatenate([[0], np.cumsum(routed.lengths)])
         capacity = self.topology.capacity
-        entry_bytes = np.repeat(routed.nbytes, routed.lengths)
-        slowest = np.zeros(len(routed.lengths))
-        nonempty = routed.lengths > 0
-        if nonempty.any():
-            if 8 * len(routed.flat) < len(capacity):           # few entries: the links used only
-                used, inverse = np.unique(routed.flat, return_inverse=True)
-                load = np.bincount(inverse.ravel(), entry_bytes, minlength=len(used))[inverse.ravel()]
-            else:
-                load = np.bincount(routed.flat, entry_bytes, minlength=len(capacity))[routed.flat]
-            per_entry = load / capacity[routed.flat]
-            slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
-        t_bw = np.where(nonempty, slowest, 0.0)
-        per_sub = routed.latency + t_bw
-        for total, values in ((self._link_bytes, entry_bytes), (self._link_busy_s, np.repeat(t_bw, routed.lengths))):
-            if 8 * len(routed.flat) < len(capacity):          # few entries: in place
-                np.add.at(total, routed.flat, values)
-            else:                                              # many: one pass over the links
-                total += np.bincount(routed.flat, values, minlength=len(capacity))
+        if len(routed.flat) <= _FEW_ENTRIES:         # a few entries: plain Python, same arithmetic
+            t_bw, finish = _alpha_beta_few(routed, capacity, len(group.srcs))
+            flat, position = routed.flat.tolist(), 0
+            for n, nbytes, busy in zip(routed.lengths.tolist(), routed.nbytes.tolist(), t_bw.tolist()):
+                for link in flat[position:position + n]:
+                    self._link_bytes[link] += nbytes
+                    self._link_busy_s[link] += busy
+                position += n
+        else:
+            t_bw, finish = _alpha_beta(routed, capacity, len(group.srcs))
+            entry_bytes = np.repeat(routed.nbytes, routed.lengths)
+            for total, values in ((self._link_bytes, entry_bytes), (self._link_busy_s, np.repeat(t_bw, routed.lengths))):
+                if 8 * len(routed.flat) < len(capacity):          # few entries: in place
+                    np.add.at(total, routed.flat, values)
+                else:                                              # many: one pass over the links
+                    total += np.bincount(routed.flat, values, minlength=len(capacity))
         for observer in self.traffic_observers:
             t0 = group.start_s + routed.latency
             observer.on_subflows(t0, t0 + t_bw, routed.flat, routed.lengths, routed.nbytes)
-        finish = np.zeros(len(group.srcs))
-        np.maximum.at(finish, routed.flow, per_sub)
         group.finish_s = group.start_s + finish
         if group.on_flow_done is not None:
             offsets, which = np.unique(finish, return_inverse=True)
@@ -634,6 +637,47 @@ class FlowNetwork(Network):
             self._enqueue(gid, _select(routed, waiting), group.start_s)
         self._recompute()
         self._schedule()
+
+
+def _alpha_beta(routed: _Routed, capacity: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth time per sub-flow, finish offset per flow) of one analytical transfer: a sub-flow
+    takes the slowest of its links at the call's bytes on that link (plus its path latency)."""
+    starts = np.concatenate([[0], np.cumsum(routed.lengths)])
+    entry_bytes = np.repeat(routed.nbytes, routed.lengths)
+    slowest = np.zeros(len(routed.lengths))
+    nonempty = routed.lengths > 0
+    if nonempty.any():
+        if 8 * len(routed.flat) < len(capacity):           # few entries: the links used only
+            used, inverse = np.unique(routed.flat, return_inverse=True)
+            load = np.bincount(inverse.ravel(), entry_bytes, minlength=len(used))[inverse.ravel()]
+        else:
+            load = np.bincount(routed.flat, entry_bytes, minlength=len(capacity))[routed.flat]
+        per_entry = load / capacity[routed.flat]
+        slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
+    t_bw = np.where(nonempty, slowest, 0.0)
+    finish = np.zeros(n_flows)
+    np.maximum.at(finish, routed.flow, routed.latency + t_bw)
+    return t_bw, finish
+
+
+def _alpha_beta_few(routed: _Routed, capacity: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_alpha_beta` of a transfer with a few link entries, in plain Python (numpy's cost per call
+    would dominate): the same operations in the same order, so the same times to the last bit."""
+    flat, lengths = routed.flat.tolist(), routed.lengths.tolist()
+    load: dict[int, float] = {}
+    position = 0
+    for n, nbytes in zip(lengths, routed.nbytes.tolist()):
+        for link in flat[position:position + n]:
+            load[link] = load.get(link, 0.0) + nbytes
+        position += n
+    t_bw, finish, position = [], [0.0] * n_flows, 0
+    for n, latency, flow in zip(lengths, routed.latency.tolist(), routed.flow.tolist()):
+        links = flat[position:position + n]
+        position += n
+        t = max(load[link] / float(capacity[link]) for link in links) if links else 0.0
+        t_bw.append(t)
+        finish[flow] = max(finish[flow], latency + t)
+    return np.array(t_bw, dtype=float), np.array(finish, dtype=float)
 
 
 def _select(routed: _Routed, mask: np.ndarray) -> _Routed:
