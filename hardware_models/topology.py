@@ -120,7 +120,7 @@ class Topology:
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: object = None
-    _hops: dict = field(default_factory=dict)       # switch -> hop distances to every switch (lazy)
+    _hops: dict = field(default_factory=dict)       # switch graph as CSR and hop distances per switch (lazy)
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -147,6 +147,10 @@ class Topology:
 
     def host_of(self, node: str) -> int | None:
         return self._host_of.get(node)
+
+    def first_hop(self, endpoint: str) -> str | None:
+        """The switch an endpoint's (device's, pool host's) NIC links to; None for other nodes."""
+        return self._first_hop.get(endpoint)
 
     def link_id(self, src: str, dst: str) -> int:
         return self._edge_id[(src, dst)]
@@ -180,52 +184,50 @@ class Topology:
         return float(self.latency[list(path)].sum()) if path else 0.0
 
     def _hop_distances(self, node: str) -> np.ndarray:
-        """Hops from `node` to every switch (breadth-first search in scipy): all pairs at once for up
-        to 2,048 switches (<= 32 MiB), else one cached row per switch."""
-        if "adjacency" not in self._hops:
+        """Hops from `node` to every switch (breadth-first search in scipy), one cached row per switch.
+        A leaf switch (one neighbour, e.g. a ToR under its pod) is one hop further than its neighbour
+        from every other switch, so its row is that one's plus one: no search of its own."""
+        hops = self._hops
+        if "adjacency" not in hops:
             order = list(self._switch_graph.nodes)
-            adjacency = nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr")
-            self._hops.update(adjacency=adjacency, index={n: i for i, n in enumerate(order)}, order=order,
-                              all=shortest_path(adjacency, unweighted=True, directed=False)
-                              if len(order) <= 2048 else None)
-        i = self._hops["index"][node]
-        if self._hops["all"] is not None:
-            return self._hops["all"][i]
-        if node not in self._hops:
-            self._hops[node] = shortest_path(self._hops["adjacency"], unweighted=True, directed=False, indices=i)
-        return self._hops[node]
+            hops.update(adjacency=nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr"),
+                        index={n: i for i, n in enumerate(order)}, order=order, rows={})
+        rows = hops["rows"]
+        if node not in rows:
+            i = hops["index"][node]
+            adjacency = hops["adjacency"]
+            neighbours = adjacency.indices[adjacency.indptr[i]:adjacency.indptr[i + 1]]
+            parent = hops["order"][neighbours[0]] if len(neighbours) == 1 else None
+            if parent is not None and adjacency.indptr[neighbours[0] + 1] - adjacency.indptr[neighbours[0]] > 1:
+                row = self._hop_distances(parent) + 1.0
+                row[i] = 0.0
+            else:
+                row = shortest_path(adjacency, unweighted=True, directed=False, indices=i)
+            rows[node] = row
+        return rows[node]
 
     def _few_shortest_paths(self, a: str, b: str) -> list[tuple[int, ...]] | None:
         """All shortest switch paths a -> b as link-id tuples, or None if there are more than max_paths
-        (the same set networkx enumerates, found from cached hop distances: fast for many pairs)."""
+        (the same set networkx enumerates, found from cached hop distances: fast for many pairs).
+        The switches on some shortest path are those whose hops from a and to b add up to its length;
+        paths grow level by level (hops from a) over the links between consecutive levels."""
         from_a, to_b = self._hop_distances(a), self._hop_distances(b)
-        length = from_a[self._hops["index"][b]]
-        if not np.isfinite(length):
-            raise nx.NetworkXNoPath(f"no path between {a} and {b}")
         order, index = self._hops["order"], self._hops["index"]
-        if "neighbours" not in self._hops:         # per switch: (neighbour, link id) as Python lists
-            adj = self._hops["adjacency"]
-            self._hops["neighbours"] = [
-                [(n, self._edge_id[(order[i], order[n])]) for n in adj.indices[adj.indptr[i]:adj.indptr[i + 1]].tolist()]
-                for i in range(len(order))]
-        neighbours = self._hops["neighbours"]
-        on_path = (from_a + to_b == length).tolist()     # switches on some shortest a -> b path
-        hops_from_a = from_a.tolist()
-        target = index[b]
-        paths: list[tuple[int, ...]] = []
-        stack = [(index[a], ())]
-        while stack:
-            i, links = stack.pop()
-            if i == target:
-                paths.append(links)
-                if len(paths) > self.max_paths:
-                    return None
-                continue
-            step = hops_from_a[i] + 1
-            for n, link in neighbours[i]:
-                if hops_from_a[n] == step and on_path[n]:
-                    stack.append((n, links + (link,)))
-        return paths
+        length = float(from_a[index[b]])
+        if not math.isfinite(length):
+            raise nx.NetworkXNoPath(f"no path between {a} and {b}")
+        on_path = np.flatnonzero(from_a + to_b == length)
+        levels: list[list[str]] = [[] for _ in range(int(length) + 1)]
+        for i, level in zip(on_path.tolist(), from_a[on_path].tolist()):
+            levels[int(level)].append(order[i])
+        edge_id = self._edge_id
+        paths: list[tuple[str, tuple[int, ...]]] = [(a, ())]      # (last switch, links so far)
+        for level in levels[1:]:
+            paths = [(n, links + (edge_id[(last, n)],)) for last, links in paths for n in level
+                     if (last, n) in edge_id]
+            if len(paths) > self.max_paths:     # partial paths never outnumber the whole ones
+                return None
+        return [links for _, links in paths]
 
     def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
         key = (a, b)
@@ -257,14 +259,16 @@ class _Builder:
         self.lat: list[float] = []
         self.first_hop: dict[str, str] = {}
         self.switches: set[str] = set()
+        self.fabric: list[tuple[str, str]] = []        # switch-to-switch links, once per duplex pair
 
     def duplex(self, a: str, b: str, capacity: float, kind: str, lat_ab: float, lat_ba: float) -> None:
-        for u, v, lat in ((a, b, lat_ab), (b, a, lat_ba)):
-            self.src.append(u)
-            self.dst.append(v)
-            self.kind.append(kind)
-            self.cap.append(capacity)
-            self.lat.append(lat)
+        if kind == "fabric":
+            self.fabric.append((a, b))
+        self.src += (a, b)
+        self.dst += (b, a)
+        self.kind += (kind, kind)
+        self.cap += (capacity, capacity)
+        self.lat += (lat_ab, lat_ba)
 
     def switch_link(self, a: str, b: str, capacity: float) -> None:
         self.switches.update((a, b))
@@ -296,14 +300,16 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
     hosts: list[list[str]] = []
     host_of: dict[str, int] = {}
     parents: dict[str, str] = {}
+    scale_up_bw = scale_up.achieved_bytes_per_s
+    host_bw = host_link.achieved_bytes_per_s if host_link is not None else 0.0
     for h in range(nodes):
         nvs, cpu = f"h{h}/nvs", f"h{h}/cpu"
         devs = [f"h{h}/g{j}" for j in range(gpus_per_node)]
         host_of[cpu] = h
         for d in devs:
-            b.duplex(d, nvs, scale_up.achieved_bytes_per_s, "scale_up", scale_up.latency, 0.0)
+            b.duplex(d, nvs, scale_up_bw, "scale_up", scale_up.latency, 0.0)
             if host_link is not None:
-                b.duplex(cpu, d, host_link.achieved_bytes_per_s, "host", host_link.latency, host_link.latency)
+                b.duplex(cpu, d, host_bw, "host", host_link.latency, host_link.latency)
             host_of[d] = h
         for tier in host_tiers or []:
             b.hang(f"h{h}/{tier.name}", cpu, tier, parents)
@@ -319,13 +325,13 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
         pool_nodes[pool.name] = names
     switch_graph = nx.Graph()
     switch_graph.add_nodes_from(sorted(b.switches))
-    switch_graph.add_edges_from((u, v) for u, v, k in zip(b.src, b.dst, b.kind) if k == "fabric")
+    switch_graph.add_edges_from(b.fabric)
     topo = Topology(
         devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
         attach_points=attach, link_src=b.src, link_dst=b.dst, link_kind=b.kind,
         capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
         max_paths=spec.max_paths,
-        _edge_id={(u, v): i for i, (u, v) in enumerate(zip(b.src, b.dst))},
+        _edge_id=dict(zip(zip(b.src, b.dst), range(len(b.src)))),
         _first_hop=b.first_hop, _host_of=host_of, _parent=parents, _switch_graph=switch_graph)
     return topo
 

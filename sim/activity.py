@@ -29,7 +29,6 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
-import pandas as pd
 
 MIN_BIN_S = 2.0 ** -30          # ~1 ns: the initial bin width
 
@@ -72,7 +71,8 @@ class AdaptiveBins:
         keep = amounts != 0
         if not keep.any():
             return
-        rows, amounts, t0, t1 = rows[keep], amounts[keep], t0[keep], t1[keep]
+        if not keep.all():
+            rows, amounts, t0, t1 = rows[keep], amounts[keep], t0[keep], t1[keep]
         self.fit(float(t1.max()))
         w = self.width_s
         lo = np.minimum((t0 / w).astype(np.int64), self.bins - 1)
@@ -80,22 +80,23 @@ class AdaptiveBins:
         length = t1 - t0
         point = (hi == lo) | (length <= 0)
         flat = self._direct.reshape(-1)
-        if point.any():
-            np.add.at(flat, rows[point] * self.bins + lo[point], amounts[point])
-        span = ~point
-        if not span.any():
+        at = np.flatnonzero(point)                   # indices, not masks: one scan for every array taken
+        if len(at):
+            np.add.at(flat, rows[at] * self.bins + lo[at], amounts[at])
+        at = np.flatnonzero(~point)
+        if not len(at):
             return
-        r, a, b, lo, hi, density = rows[span], t0[span], t1[span], lo[span], hi[span], amounts[span] / length[span]
+        r, a, b, lo, hi, density = rows[at], t0[at], t1[at], lo[at], hi[at], amounts[at] / length[at]
         first = np.clip(density * ((lo + 1) * w - a), 0.0, None)
         last = np.clip(density * (b - hi * w), 0.0, None)
         np.add.at(flat, r * self.bins + lo, first)
         np.add.at(flat, r * self.bins + hi, last)
-        middle = hi - lo > 1
-        if middle.any():
+        at = np.flatnonzero(hi - lo > 1)
+        if len(at):
             rate = self._rate.reshape(-1)
-            stride = self.bins + 1
-            np.add.at(rate, r[middle] * stride + lo[middle] + 1, density[middle] * w)
-            np.add.at(rate, r[middle] * stride + hi[middle], -density[middle] * w)
+            base, whole = r[at] * (self.bins + 1), density[at] * w
+            np.add.at(rate, base + lo[at] + 1, whole)
+            np.add.at(rate, base + hi[at], -whole)
 
     def spread_interval(self, t0: float, t1: float, amounts_per_row: np.ndarray) -> None:
         """Add a vector of per-row amounts, all spread over the same [t0, t1]."""
@@ -110,7 +111,7 @@ class SpanActivity:
     def __init__(self, batch: int = 65536) -> None:
         self.keys: list[tuple[str, str, str]] = []
         self._key_id: dict[tuple[str, str, str], int] = {}
-        self._buf_key, self._buf_start, self._buf_end, self._buf_units = array("i"), array("d"), array("d"), array("d")
+        self._buf: list[tuple[int, float, float, float]] = []     # recorder spans: (key id, start, end, units)
         self._key = np.zeros(0, dtype=np.int64)          # merged intervals (disjoint per key), sorted
         self._start = np.zeros(0)
         self._end = np.zeros(0)
@@ -152,6 +153,16 @@ class SpanActivity:
                         np.asarray(end_s, dtype=float), np.asarray(units, dtype=float))
         self.spans += len(key_ids)
 
+    def observe_many(self, components: list[str], tracks: list[str], category: str, start_s: np.ndarray,
+                     end_s: np.ndarray) -> None:
+        """Recorder spans of one unit each, in bulk (Recorder.spans): what calling this observer per
+        span does."""
+        known = self._key_id
+        keys = [known.get(key) for key in zip(components, tracks, [category] * len(components))]
+        if None in keys:
+            keys = [self.key_id((c, t, category)) for c, t in zip(components, tracks)]
+        self.add_spans(np.array(keys, dtype=np.int64), start_s, end_s, np.ones(len(keys)))
+
     def _add_chunk(self, key_ids, start_s, end_s, units) -> None:
         self._chunks.append((key_ids, start_s, end_s, units))
         self._chunk_len += len(key_ids)
@@ -161,22 +172,19 @@ class SpanActivity:
     def __call__(self, component: str, track: str, category: str, start_s: float, end_s: float,
                  units: float = 1.0) -> None:
         key = (component, track, category)
-        k = self._key_id.get(key)                       # hot path: one dict lookup per span
+        k = self._key_id.get(key)                       # hot path: one dict lookup and one append per span
         if k is None:
             k = self.key_id(key)
-        self._buf_key.append(k)
-        self._buf_start.append(start_s)
-        self._buf_end.append(end_s)
-        self._buf_units.append(units)
-        if len(self._buf_key) >= self._next:
+        self._buf.append((k, start_s, end_s, units))
+        if len(self._buf) >= self._next:
             self._merge()
 
     def _merge(self) -> None:
         """Fold the buffered spans into the merged intervals (amortised: the batch grows with them)."""
-        if not len(self._buf_key) and not self._chunks:
+        if not self._buf and not self._chunks:
             return
-        k = np.frombuffer(self._buf_key, dtype=np.int32).astype(np.int64)
-        s, e, u = (np.frombuffer(b).copy() for b in (self._buf_start, self._buf_end, self._buf_units))
+        buf = np.array(self._buf, dtype=float).reshape(-1, 4)    # key ids < 2^53: exact as floats
+        k, s, e, u = buf[:, 0].astype(np.int64), buf[:, 1].copy(), buf[:, 2].copy(), buf[:, 3].copy()
         self.spans += len(k)                             # recorder spans (add_spans counts its own)
         if self._chunks:
             k = np.concatenate([k, *(c[0] for c in self._chunks)])
@@ -190,7 +198,7 @@ class SpanActivity:
         self._unit_s = unit_s
         self._key, self._start, self._end = union(np.r_[self._key, k[busy]], np.r_[self._start, s[busy]],
                                                   np.r_[self._end, e[busy]])
-        self._buf_key, self._buf_start, self._buf_end, self._buf_units = array("i"), array("d"), array("d"), array("d")
+        self._buf = []
         self._next = max(self._batch, len(self._key))
 
     @property
@@ -302,7 +310,7 @@ class OpenIntervals:
         group = np.cumsum(first) - 1
         uniq = r[first]
         init_start, init_end = self._start[uniq][group], self._end[uniq][group]
-        running = pd.Series(e).groupby(group).cummax().to_numpy()        # max of ends up to here
+        running = running_within(np.maximum, e, group)                     # max of ends up to here
         before = np.r_[-np.inf, running[:-1]]
         before[first] = -np.inf
         before = np.maximum(before, init_end)                             # open end before this transfer
@@ -311,7 +319,7 @@ class OpenIntervals:
         # transfer opens one; a row's first transfer that joins continues the initial one)
         joins_initial = first & ~fresh
         earliest = np.where(joins_initial, np.minimum(s, init_start), s)
-        after = pd.Series(earliest).groupby(np.cumsum(fresh | first)).cummin().to_numpy()
+        after = running_within(np.minimum, earliest, np.cumsum(fresh | first))
         start_before = np.r_[0.0, after[:-1]]
         start_before[first] = init_start[first]
         closing = fresh & np.isfinite(before)
@@ -328,6 +336,18 @@ class OpenIntervals:
         if len(rows):
             self.emit(rows, self._start[rows], self._end[rows])
         self._end[:] = -np.inf
+
+
+def running_within(op, values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum (op = np.maximum) or minimum (np.minimum) of `values` within each run of an
+    ascending `group`, exactly: values become their ranks, offset per group so that one group's
+    ranks never reach into the next one's, then accumulate in integers and map back."""
+    if not len(values):
+        return np.zeros(0)
+    uniq, rank = np.unique(values, return_inverse=True)
+    g = np.asarray(group, dtype=np.int64) - int(group[0])
+    offset = (g if op is np.maximum else g[-1] - g) * len(uniq)
+    return uniq[op.accumulate(offset + rank.ravel()) - offset]
 
 
 def union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -427,7 +447,7 @@ class LinkTraffic:
         starts, ends = u0[pairs // len(u1)], u1[pairs % len(u1)]
         interval = pair_of.ravel()[interval]
         for rows, coef, bins in self.row_sets:
-            r, c = rows[flat], coef[flat] * entry_bytes[:, None]
+            r, c = np.take(rows, flat, axis=0), np.take(coef, flat, axis=0) * entry_bytes[:, None]   # take: ~5x rows[flat]
             code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
             if len(pairs) * bins.rows <= 4 * len(code) + 4096:
                 sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)

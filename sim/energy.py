@@ -53,6 +53,8 @@ IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
 CPU_TRACKS = frozenset({"cpu"})
 SWING_WINDOW_S = 1.0
 _FEW_ENDPOINTS = 16           # transfers with at most this many endpoints are buffered (OpenIntervals.add)
+_ROWS_BY_CONTENT_MAX = 4096   # transfers with at most this many flows are remembered by their endpoints
+_ROWS_BY_CONTENT_SETS = 1024  # ... up to this many distinct endpoint lists (<= 8M references)
 
 
 class EnergyMeter:
@@ -66,9 +68,10 @@ class EnergyMeter:
         self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
         cls, grp, coef = self.inv.link_coefficients()
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
-        self._devices = pd.Index(list(self.inv.device_index))
+        self._devices = list(self.inv.device_index)
         self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
-        self._rows_cache: dict[int, tuple] = {}
+        self._rows_by_list: dict[int, tuple] = {}          # id(srcs) -> (srcs, dsts, their GPUs' rows)
+        self._rows_by_content: dict[tuple, np.ndarray] = {}   # (srcs, dsts) as tuples -> their GPUs' rows
         self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
         self._comm = OpenIntervals(len(self._devices),                 # per GPU: open comm interval
                                    lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end))
@@ -90,22 +93,35 @@ class EnergyMeter:
                 if end_s > start_s:
                     self._comm.add(rows, start_s, end_s)
             return
-        cached = self._rows_cache.get(id(srcs))          # repeated collective steps reuse their lists
-        if cached is not None and cached[0] is srcs and cached[1] is dsts:
-            uniq = cached[2]
-        else:
-            row = self._device_row
-            rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
-                               count=len(srcs) + len(dsts))
-            uniq = np.unique(rows[rows >= 0])
-            if len(srcs) > 64:
-                self._rows_cache[id(srcs)] = (srcs, dsts, uniq)
+        uniq = self._transfer_rows(srcs, dsts)
         if not len(uniq):
             return
         end_s = float(np.max(finish_s))
         if end_s > start_s:
             # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
             self._comm.add_many(uniq, start_s, end_s)
+
+    def _transfer_rows(self, srcs: list[str], dsts: list[str]) -> np.ndarray:
+        """Rows of the GPUs among a transfer's endpoints, remembered for the next transfer between
+        the same endpoints: the same lists (a replayed step) or, up to _ROWS_BY_CONTENT_MAX flows,
+        equal ones (another chunk of a collective)."""
+        by_list = self._rows_by_list.get(id(srcs))
+        if by_list is not None and by_list[0] is srcs and by_list[1] is dsts:
+            return by_list[2]
+        key = (tuple(srcs), tuple(dsts)) if len(srcs) <= _ROWS_BY_CONTENT_MAX else None
+        uniq = self._rows_by_content.get(key) if key is not None else None
+        if uniq is None:
+            row = self._device_row
+            rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
+                               count=len(srcs) + len(dsts))
+            uniq = np.unique(rows[rows >= 0])
+            if key is not None:
+                if len(self._rows_by_content) >= _ROWS_BY_CONTENT_SETS:
+                    self._rows_by_content.clear()       # bounded memory; a later transfer looks up again
+                self._rows_by_content[key] = uniq
+        if len(srcs) > 64:
+            self._rows_by_list[id(srcs)] = (srcs, dsts, uniq)
+        return uniq
 
     @classmethod
     def attach(cls, sim, cluster, scenario) -> EnergyMeter:
@@ -189,7 +205,8 @@ class EnergyMeter:
         """Per GPU: exact compute / comm-only segments -> GPU and chassis energy."""
         inv = self.inv
         n_dev = len(inv.device_index)
-        dev_group = [inv.group_index[f"h{inv.cluster.devices[r].host}"] for r in range(n_dev)]
+        host_group = [inv.group_index[f"h{h}"] for h in range(len(inv.topology.hosts))]
+        dev_group = [host_group[inv.cluster.devices[r].host] for r in range(n_dev)]
         pool_gpus: dict[str, int] = {}
         rows_of_key: dict[int, tuple[int, list[int]]] = {}
         for k, t in enumerate(targets):
@@ -204,10 +221,13 @@ class EnergyMeter:
                     inv.add_pool_gpu(t[2], inv.groups[t[3]].name)
                 rows_of_key[k] = (t[1], [pool_gpus[t[2]]])
         # key -> its devices as CSR (host-level keys fan out to every GPU of the host)
-        counts = np.array([len(rows_of_key[k][1]) if k in rows_of_key else 0 for k in range(len(targets))])
+        counts = np.zeros(len(targets), dtype=np.int64)
+        key_state = np.zeros(len(targets), dtype=np.int64)
+        keys = list(rows_of_key)                           # ascending, as filled
+        counts[keys] = [len(rows) for _, rows in rows_of_key.values()]
+        key_state[keys] = [state for state, _ in rows_of_key.values()]
         ptr = np.r_[0, np.cumsum(counts)]
-        flat = np.array([d for k in range(len(targets)) if k in rows_of_key for d in rows_of_key[k][1]], dtype=np.int64)
-        key_state = np.array([rows_of_key[k][0] if k in rows_of_key else 0 for k in range(len(targets))], dtype=np.int64)
+        flat = np.array([d for _, rows in rows_of_key.values() for d in rows], dtype=np.int64)
         sel = counts[key_ids] > 0 if len(key_ids) else np.zeros(0, dtype=bool)
         if not sel.any():
             return
@@ -295,7 +315,8 @@ class PowerReport:
         return pd.DataFrame(watts.T, index=pd.Index(t, name="t_s"), columns=list(CLASSES))
 
     def cluster_power_w(self) -> np.ndarray:
-        return self.class_power().sum(axis=1).to_numpy()
+        """Cluster power (W) per fine bin: `class_power()` summed over the classes."""
+        return self._series(self.class_j, self.bin_s)[1].sum(axis=0)
 
     def group_power(self) -> pd.DataFrame:
         """Power per group (host, pool host, switch) in W over the coarse bins."""

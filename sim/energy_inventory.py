@@ -65,9 +65,8 @@ class Inventory:
         self.group_index: dict[str, int] = {}
         self.switch_boxes: dict[str, int] = {}
         self.pool_gpus: set[str] = set()
-        first_hop = self._first_hops()
         for h, devs in enumerate(topo.hosts):
-            self._add_gpu_host(h, len(devs), first_hop.get(devs[0], "network") if devs else "network")
+            self._add_gpu_host(h, len(devs), (topo.first_hop(devs[0]) or "network") if devs else "network")
         for node, pool in self.pool_of.items():
             self._add_pool_host(node, pool)
         racks = {g.rack for g in self.groups}
@@ -131,22 +130,19 @@ class Inventory:
             gpu = self.hw.gpu
             self.groups[self.group_index[node]].add("gpu", gpu.power.idle, gpu.power.price_per_hour)
 
-    def _first_hops(self) -> dict[str, str]:
-        topo, endpoints = self.topology, set(self.device_index) | set(self.pool_of)
-        return {s: d for s, d, k in zip(topo.link_src, topo.link_dst, topo.link_kind) if k == "nic" and s in endpoints}
-
     def _switch_ports(self) -> dict[str, float]:
         """Switch node -> egress capacity in NIC-port equivalents (port line rate x NIC efficiency)."""
         topo, endpoints = self.topology, set(self.device_index) | set(self.pool_of)
         port = self.site.switch.bandwidth * self.hw.nic.efficiency
+        capacity = topo.capacity.tolist()
         ports: dict[str, float] = {}
-        for s, d, k, cap in zip(topo.link_src, topo.link_dst, topo.link_kind, topo.capacity):
-            if k in ("nic", "fabric"):
-                for node in (s, d):
-                    if node not in endpoints:
-                        ports.setdefault(node, 0.0)
-                if s not in endpoints:
-                    ports[s] += cap / port
+        for i in [i for i, k in enumerate(topo.link_kind) if k == "nic" or k == "fabric"]:
+            s, d = topo.link_src[i], topo.link_dst[i]
+            for node in (s, d):
+                if node not in endpoints:
+                    ports.setdefault(node, 0.0)
+            if s not in endpoints:
+                ports[s] += capacity[i] / port
         return ports
 
     # ---- traffic ------------------------------------------------------------------------------------
@@ -178,26 +174,19 @@ class Inventory:
         media = {m.name: m for p in self.pools.values() for m in p.media}
         nic_w = dynamic_w(hw.nic.power)
         # per node: switch-box group, owner group, NIC / memory-end dynamic power, "CPU-side" flag
-        box = np.full(len(nodes), -1, dtype=np.int64)
-        owner = np.full(len(nodes), -1, dtype=np.int64)
-        node_nic_w = np.zeros(len(nodes))
-        memory_w = np.zeros(len(nodes))
-        cpu_side = np.zeros(len(nodes), dtype=bool)
-        device = np.zeros(len(nodes), dtype=bool)
-        for i, node in enumerate(nodes.tolist()):
-            if node in self.switch_boxes:
-                box[i] = self.group_index[node]
-            group = self.owner_group(node)
-            if group is not None:
-                owner[i] = group
-            pool = self.pool_of.get(node)
-            node_nic_w[i] = dynamic_w(self.pools[pool].nic.power) if pool is not None else nic_w
-            cpu_side[i] = node.endswith("/cpu") or pool is not None
-            device[i] = node in self.device_index
+        names, pool_of, group_index = nodes.tolist(), self.pool_of, self.group_index
+        box = np.array([group_index[n] if n in self.switch_boxes else -1 for n in names], dtype=np.int64)
+        owner = np.array([-1 if g is None else g for g in map(self.owner_group, names)], dtype=np.int64)
+        node_nic_w = np.array([dynamic_w(self.pools[pool_of[n]].nic.power) if n in pool_of else nic_w for n in names],
+                              dtype=float)
+        cpu_side = np.array([n.endswith("/cpu") or n in pool_of for n in names], dtype=bool)
+        device = np.array([n in self.device_index for n in names], dtype=bool)
+
+        def memory_end_w(node: str) -> float:
             head, _, name = node.partition("/")
-            spec = media.get(name) if head in self.pool_of else tiers.get(name)
-            if spec is not None:
-                memory_w[i] = dynamic_w(spec.power)
+            spec = media.get(name) if head in pool_of else tiers.get(name)
+            return dynamic_w(spec.power) if spec is not None else 0.0
+        memory_w = np.array([memory_end_w(n) for n in names] if tiers or media else np.zeros(len(names)), dtype=float)
         cls = np.zeros((n, 2), dtype=np.int64)
         grp = np.zeros((n, 2), dtype=np.int64)
         coef = np.zeros((n, 2))

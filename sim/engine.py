@@ -7,7 +7,8 @@ recorder, so two simulations in one process never influence each other.
   numbers another one sees.
 - `Simulation.next_id(kind)` hands out ids per kind (flows, kernels, splits ...).
 - `Recorder` stores spans (component, track, name, start, end, bytes, flop): what ran where and
-  when. Metrics, plots and the Chrome trace are all derived from these spans.
+  when (`span` records one, `spans` many at once). Metrics, plots and the Chrome trace are all
+  derived from these spans.
 """
 from __future__ import annotations
 
@@ -52,6 +53,26 @@ class Recorder:
             self.dropped += 1
             return
         self.rows.append((component, track, name, start_s, end_s, nbytes, flop, category))
+
+    def spans(self, components: list[str], tracks, names: list[str], start_s, end_s, nbytes=0.0,
+              category: str = "") -> None:
+        """Many one-unit spans at once: what `span` per component does, in order, without the per-span
+        calls (`tracks`, `start_s`, `end_s`, `nbytes`: one value for all or one per span). Observers
+        with `observe_many` (sim/activity.py SpanActivity) take them in bulk."""
+        components, names, n = list(components), list(names), len(components)
+        tracks = [tracks] * n if isinstance(tracks, str) else list(tracks)
+        starts, ends, sizes = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (start_s, end_s, nbytes))
+        for observe in self.observers:
+            bulk = getattr(observe, "observe_many", None)      # optional part of the observer interface
+            if bulk is not None:
+                bulk(components, tracks, category, starts, ends)
+                continue
+            for c, t, s, e in zip(components, tracks, starts.tolist(), ends.tolist()):
+                observe(c, t, category, s, e, 1.0)
+        keep = n if self.limit is None else max(0, min(n, self.limit - len(self.rows)))
+        self.dropped += n - keep
+        self.rows.extend(zip(components[:keep], tracks[:keep], names[:keep], starts[:keep].tolist(),
+                             ends[:keep].tolist(), sizes[:keep].tolist(), [0.0] * keep, [category] * keep))
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)

@@ -155,6 +155,7 @@ def _run_one(scenario: Scenario, module, progress: bool) -> RunResult:
     except ValueError as exc:
         raise ScenarioError(str(exc), path="hardware.topology") from None
     meter = EnergyMeter.attach(sim, cluster, scenario)
+    gc.freeze()             # the cluster and the meter live all run: out of the collector's scans too
     proc = sim.process(module.simulate(sim, cluster, scenario.workload))
     drive(sim.env, proc, progress)
     metrics = jsonable(proc.value)

@@ -46,7 +46,8 @@ class Layout:
 
     def dp_ring(self, s: int, t: int) -> list:
         """The ranks holding the same weights (one TP index of one stage): every CP rank of every replica."""
-        return [self.cluster.devices[self.rank(t, c, s, d)] for d in range(self.dp) for c in range(self.cp)]
+        devices, first, replica = self.cluster.devices, self.rank(t, 0, s, 0), self.rank(0, 0, 0, 1)
+        return [devices[first + replica * d + self.tp * c] for d in range(self.dp) for c in range(self.cp)]
 
     def whole_hosts(self) -> bool:
         """Whether every stage group is made of whole hosts."""
@@ -180,12 +181,19 @@ def mirror_components(layout: Layout, s: int, members: list[int]) -> list[str]:
     return out
 
 
-def streamed_ring(network, rings: list[list[str]], op: str, nbytes: float) -> tuple[list, float]:
+def ring_hop_latency_s(network, rings: list[list[str]]) -> float:
+    """The slowest edge latency of `rings` (uncontended, zero bytes): one hop of a ring's pipeline fill."""
+    return max((network.estimate_time_s(ring[i - 1], ring[i], 0.0) for ring in rings for i in range(len(ring))),
+               default=0.0)
+
+
+def streamed_ring(network, rings: list[list[str]], op: str, nbytes: float,
+                  hop_latency_s: float | None = None) -> tuple[list, float]:
     """A ring collective (all_gather / reduce_scatter: `nbytes` the whole buffer; all_reduce: the
     per-rank buffer) on each of `rings` at once, as one flow per ring edge carrying everything that
     edge carries (hops x nbytes / n), and the pipeline-fill latency of the other hops-1 hops.
     Returns (flows, fill latency). On an uncontended uniform ring its time equals the lock-step ring
-    of sim/collectives.py."""
+    of sim/collectives.py. `hop_latency_s`: `ring_hop_latency_s(network, rings)`, if known already."""
     flows: list = []
     if not rings or nbytes <= 0 or len(rings[0]) < 2:
         return flows, 0.0
@@ -193,5 +201,6 @@ def streamed_ring(network, rings: list[list[str]], op: str, nbytes: float) -> tu
     hops = 2 * (n - 1) if op == "all_reduce" else n - 1
     for ring in rings:
         flows += [(ring[i], ring[(i + 1) % n], nbytes * hops / n) for i in range(n)]
-    hop_latency = max(network.estimate_time_s(a, b, 0.0) for a, b, _ in flows)
-    return flows, (hops - 1) * hop_latency
+    if hop_latency_s is None:
+        hop_latency_s = ring_hop_latency_s(network, rings)
+    return flows, (hops - 1) * hop_latency_s

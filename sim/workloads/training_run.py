@@ -42,6 +42,7 @@ from sim.workloads.training_layout import (
     GroupComm,
     flow_signature,
     mirror_components,
+    ring_hop_latency_s,
     streamed_ring,
 )
 
@@ -101,6 +102,7 @@ class TrainingRun:
         self._ops: dict[tuple, Capture] = {}
         self._pp_flows: dict[tuple, list] = {}
         self._dp_steps: dict[tuple, tuple[list, float]] = {}
+        self._dp_rings: dict[int, tuple[list, float]] = {}          # stage -> (DP rings, hop latency)
         self.iteration_end_s: list[float] = [0.0] * config.iterations
         self.first_captures: dict[str, Capture] = {}
 
@@ -339,9 +341,12 @@ class TrainingRun:
             params = self.plan.dp_units(s, chunk)[unit]
             per_param = DTYPE_BYTES[self.config.dtype] if op == "all_gather" else DTYPE_BYTES[self.config.grad_dtype]
             nbytes = params * per_param
-            tps = range(1) if self.representative else range(lay.tp)     # representatives: TP rank 0's ring
-            rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
-            self._dp_steps[key] = streamed_ring(self.net, rings, op, nbytes)
+            if s not in self._dp_rings:                  # the same rings for every chunk, unit and op
+                tps = range(1) if self.representative else range(lay.tp)     # representatives: TP rank 0's ring
+                rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
+                self._dp_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
+            rings, hop_latency_s = self._dp_rings[s]
+            self._dp_steps[key] = streamed_ring(self.net, rings, op, nbytes, hop_latency_s)
         return self._dp_steps[key]
 
     def _grad_norm(self, g: Group, it: int):
