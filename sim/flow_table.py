@@ -23,6 +23,12 @@ the capacity the others leave, by `bundled_filling` (sim/max_min.py: bundles as 
 an exactness check) or, when its check fails, by row-level `progressive_filling`. Flows of that
 region not connected (by shared links) to a link where flows came or went or bundled flows run
 keep their rates too: they see the same capacity as before (`_affected`).
+
+After a bundled refill the bundled flows of the region join their bundle's *clock*
+(sim/flow_clocks.py): flows that share the bundle's rate, kept as one row (their number on the
+bundle's shared links, their edge entries summed per link) with bytes left read off the clock.
+Refills then cost per bundle, not per flow. A refill that must go row by row first turns the
+clocks of its region back into per-flow rows.
 """
 from __future__ import annotations
 
@@ -30,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sim.flow_bundles import Bundles, Growable, owners, ranges
+from sim.flow_clocks import BundleClocks
 from sim.max_min import (
     DONE_BYTES,
     bundled_filling,
@@ -43,7 +50,8 @@ _BACKOFF_MAX = 64         # after a failed bundle check, row-level refills for u
 _SLOT_FIELDS = {"start": (np.int64, 0), "length": (np.int64, 0), "bundle": (np.int64, -1),
                 "group": (np.int64, -1), "flow": (np.int64, 0), "rate": (float, 0.0),
                 "left": (float, 0.0), "t_ref": (float, 0.0), "finish": (float, np.inf),
-                "due": (float, np.inf), "alive": (bool, False), "fresh": (bool, False)}
+                "due": (float, np.inf), "alive": (bool, False), "fresh": (bool, False),
+                "clocked": (bool, False), "key": (float, 0.0)}   # clocked: left = key - clock's v
 
 
 class FlowTable:
@@ -61,9 +69,11 @@ class FlowTable:
         self.link_entries = np.zeros(self.num_links, dtype=np.int64)
         self.link_bundled = np.zeros(self.num_links, dtype=np.int64)   # entries of flows with a bundle
         self.bundles = Bundles()
+        self.clocks = BundleClocks(self.num_links)
         self._slots = Growable(_SLOT_FIELDS)
         self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})   # edge entries
         self.n_alive = 0
+        self._loose = np.zeros(0, dtype=np.int64)        # live slots not in a clock, ascending
         self._added: list[np.ndarray] = []
         self._added_links: list[np.ndarray] = []
         self._lowest_removed = np.inf
@@ -117,6 +127,8 @@ class FlowTable:
         self._link_add(self.link_entries, flat, 1)
         in_bundle = bundle[row] >= 0
         self._link_add(self.link_bundled, flat[in_bundle], 1)
+        self.clocks.ensure(self.bundles.store.size)
+        self._loose = np.concatenate([self._loose, new])
         self._added.append(new)
         self._added_links.append(flat)
 
@@ -125,10 +137,11 @@ class FlowTable:
         if not len(slots):
             return
         fresh = self.fresh[slots]
+        rate = self.rates(slots)
         if not fresh.all():
-            self._lowest_removed = min(self._lowest_removed, float(self.rate[slots[~fresh]].min()))
+            self._lowest_removed = min(self._lowest_removed, float(rate[~fresh].min()))
         row, link, weight = self.entries(slots)
-        self._link_add(self.link_rate, link, -weight * self.rate[slots][row])
+        self._link_add(self.link_rate, link, -weight * rate[row])
         self._link_add(self.link_weight, link, -weight)
         self._link_add(self.link_entries, link, -1)
         in_bundle = self.bundle[slots][row] >= 0
@@ -138,10 +151,15 @@ class FlowTable:
         self.link_rate[emptied] = 0.0                    # no rounding residue on idle links
         self.link_weight[emptied] = 0.0
         a = self._slots.arrays
-        for name in ("alive", "fresh"):
+        clocked = slots[a["clocked"][slots]]
+        for name in ("alive", "fresh", "clocked"):
             a[name][slots] = False
         for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
             a[name][slots] = value
+        if len(clocked):
+            self.clocks.leave(self.bundle[clocked], self._edge(clocked), self._is_member)
+        if len(clocked) < len(slots):
+            self._loose = self._loose[self.alive[self._loose]]
         self.n_alive -= len(slots)
         if fresh.any():                                  # added and removed before any refill
             self._added = [added[self.alive[added]] for added in self._added]
@@ -170,17 +188,46 @@ class FlowTable:
             np.concatenate([b_link, self._entries.arrays["link"][idx]]), \
             np.concatenate([b_weight, self._entries.arrays["weight"][idx]])
 
+    def rates(self, slots: np.ndarray) -> np.ndarray:
+        """Current rate of `slots` (a clocked flow's is its clock's)."""
+        rate = self.rate[slots].copy()
+        clocked = self.clocked[slots]
+        if clocked.any():
+            rate[clocked] = self.clocks.rate[self.bundle[slots[clocked]]]
+        return rate
+
     def left_at(self, slots: np.ndarray, now: float) -> np.ndarray:
         """Bytes left at `now` (rates constant since the last recompute)."""
-        return np.maximum(self.left[slots] - self.rate[slots] * (now - self.t_ref[slots]), 0.0)
+        left = np.maximum(self.left[slots] - self.rate[slots] * (now - self.t_ref[slots]), 0.0)
+        clocked = self.clocked[slots]
+        if clocked.any():
+            mine = slots[clocked]
+            left[clocked] = self.clocks.left(self.bundle[mine], self.key[mine], now)
+        return left
 
     def done(self, now: float) -> np.ndarray:
         """Slots with (almost) no bytes left at `now`: fewer than DONE_BYTES, or fewer than the clock
         can resolve at their rate (at large `now` a timer lands up to one ulp early)."""
-        return np.flatnonzero(self.due[:self.n_slots] <= now + 4 * np.spacing(now))
+        loose = self._loose
+        slots = loose[self.due[loose] <= now + 4 * np.spacing(now)]
+        if not self.clocks.members:
+            return slots
+        return np.concatenate([slots, np.array(self.clocks.due_members(now, self._is_member), dtype=np.int64)])
 
     def next_finish(self) -> float:
-        return float(self.finish[:self.n_slots].min()) if self.n_slots else np.inf
+        flows = float(self.finish[self._loose].min()) if len(self._loose) else np.inf
+        return min(flows, self.clocks.next_finish()) if self.clocks.members else flows
+
+    def _is_member(self, key: float, slot: int) -> bool:
+        """A clock's heap entry is live: its slot is alive, clocked and has this key."""
+        a = self._slots.arrays
+        return bool(a["alive"][slot] and a["clocked"][slot] and a["key"][slot] == key)
+
+    def _edge(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position in `slots`, link, weight) of the edge entries of `slots`."""
+        lengths = self.length[slots]
+        idx = ranges(self.start[slots], lengths)
+        return owners(lengths), self._entries.arrays["link"][idx], self._entries.arrays["weight"][idx]
 
     def used_links(self) -> np.ndarray:
         return self.link_entries > 0
@@ -191,7 +238,7 @@ class FlowTable:
         row, link, weight = self.entries(slots)
         order = np.argsort(row, kind="stable")
         return flow_matrix(np.bincount(row, minlength=len(slots)), link[order], self.num_links, weight[order]), \
-            self.rate[slots].copy()
+            self.rates(slots)
 
     # ---- rates ------------------------------------------------------------------------------
     def recompute(self, now: float) -> None:
@@ -208,34 +255,64 @@ class FlowTable:
         if level == np.inf or not self.n_alive:
             self._compact()
             return
-        n = self.n_slots
+        no_clocks = np.zeros(0, dtype=np.int64)
         if self.plain:
-            region = self.slots()
+            if self.clocks.members:
+                self._unclock(self.clocks.running(-np.inf), now)
+            flows, clocks = self.slots(), no_clocks
         else:
-            due = self.alive[:n] & (self.fresh[:n] | (self.rate[:n] >= level * (1 - _SLACK)))
-            region = self._affected(np.flatnonzero(due), changed)
-        bundled = self.bundle[region] >= 0
-        region = np.concatenate([region[bundled], region[~bundled]])       # bundled flows first
-        whole = len(region) == self.n_alive
-        old = np.where(self.fresh[region], 0.0, self.rate[region])
-        parts = self._parts(region)
-        old_load = None if whole else self._load(parts, old)
-        residual = self.capacity if whole else self.capacity - (self.link_rate - old_load)
-        rate = self._fill(region, parts, residual)
+            low = level * (1 - _SLACK)
+            loose = self._loose
+            flows = self._affected(loose[self.fresh[loose] | (self.rate[loose] >= low)], changed)
+            clocks = self.clocks.running(low)
+        attempt = not self.plain and self._backoff == 0  # try bundled filling
+        if not self.plain and self._backoff > 0:
+            self._backoff -= 1
+        if len(clocks) and not attempt:                  # row by row: clocks back to per-flow rows
+            flows, clocks = np.concatenate([flows, self._unclock(clocks, now)]), no_clocks
+        parts, old, old_load, residual = self._prepare(flows, clocks)
+        rate = self._bundled(parts, residual) if attempt else None
+        if rate is None and len(clocks):                 # the check failed: the same, row by row
+            flows, clocks = np.concatenate([parts["flows"], self._unclock(clocks, now)]), no_clocks
+            parts, old, old_load, residual = self._prepare(flows, clocks)
+        bundled = rate is not None
+        if not bundled:
+            rate = self._row_level(parts, residual)
         new_load = self._load(parts, rate)
-        self.link_rate = new_load if whole else self.link_rate - old_load + new_load
-        left = np.maximum(self.left[region] - old * (now - self.t_ref[region]), 0.0)
+        self.link_rate = new_load if old_load is None else self.link_rate - old_load + new_load
+        flows, c = parts["flows"], len(clocks)
+        old, rate_f = old[c:], rate[c:]
+        left = np.maximum(self.left[flows] - old * (now - self.t_ref[flows]), 0.0)
         a = self._slots.arrays
-        a["left"][region] = left
-        a["t_ref"][region] = now
-        a["rate"][region] = rate
-        a["fresh"][region] = False
+        a["left"][flows] = left
+        a["t_ref"][flows] = now
+        a["rate"][flows] = rate_f
+        a["fresh"][flows] = False
         with np.errstate(divide="ignore", invalid="ignore"):
-            a["finish"][region] = np.where(left > 0, now + left / rate, now)
-            a["due"][region] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate, now)
+            a["finish"][flows] = np.where(left > 0, now + left / rate_f, now)
+            a["due"][flows] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate_f, now)
+        if c:
+            self.clocks.advance(clocks, now)
+            self.clocks.rate[clocks] = rate[:c]
+        if bundled:
+            self._join(flows, left, rate_f, clocks, now)
+        if c:
+            self.clocks.retime(clocks)
         self.refills += 1
-        self.refilled_rows += len(region)
+        self.refilled_rows += len(flows) + c
         self._compact()
+
+    def _prepare(self, flows: np.ndarray, clocks: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray | None, np.ndarray]:
+        """(parts, old rates, old load (None: the region is everything), residual capacity) of a
+        refill of `flows` and `clocks`."""
+        bundled = self.bundle[flows] >= 0
+        flows = np.concatenate([flows[bundled], flows[~bundled]])          # bundled flows first
+        parts = self._parts(flows, clocks)
+        old = np.concatenate([self.clocks.rate[clocks], np.where(self.fresh[flows], 0.0, self.rate[flows])])
+        if len(flows) + int(self.clocks.count[clocks].sum()) == self.n_alive:
+            return parts, old, None, self.capacity
+        old_load = self._load(parts, old)
+        return parts, old, old_load, self.capacity - (self.link_rate - old_load)
 
     def _affected(self, region: np.ndarray, changed: np.ndarray) -> np.ndarray:
         """The flows of `region` whose rate can change: those connected (through shared links, by
@@ -264,49 +341,72 @@ class FlowTable:
         keep[single] = hit
         return region[keep]
 
-    def _parts(self, region: np.ndarray) -> dict:
-        """The region's bundles (compact ids, shared entries; `unit` per bundled flow: they come
-        first in `region`) and all its flows' edge entries (those of bundled flows first)."""
-        bundle = self.bundle[region]
+    def _parts(self, flows: np.ndarray, clocks: np.ndarray) -> dict:
+        """The rows of a refill: `clocks` (bundle ids), then `flows` (bundled ones first). Their
+        bundles (`unit`: compact id per bundled row, `mult`: flows per row, None if all one;
+        shared entries per unit) and edge entries (a clock's pairs, the flows' own; those of
+        bundled rows first, `split` of them)."""
+        bundle = self.bundle[flows]
         n_bundled = int((bundle >= 0).sum())                                # they come first
-        count = np.bincount(bundle[:n_bundled], minlength=self.bundles.store.size)
+        c = len(clocks)
+        row_bundle = np.concatenate([clocks, bundle[:n_bundled]]) if c else bundle[:n_bundled]
+        count = np.bincount(row_bundle, minlength=self.bundles.store.size)
         ids = np.flatnonzero(count)
         compact = np.zeros(self.bundles.store.size, dtype=np.int64)
         compact[ids] = np.arange(len(ids))
-        lengths = self.length[region]
-        idx = ranges(self.start[region], lengths)
-        return {"unit": compact[bundle[:n_bundled]], "units": len(ids), "shared": self.bundles.of(ids),
-                "edge": (owners(lengths), self._entries.arrays["link"][idx],
-                         self._entries.arrays["weight"][idx]),
-                "split": int(lengths[:n_bundled].sum())}      # edge entries of bundled flows
+        lengths = self.length[flows]
+        idx = ranges(self.start[flows], lengths)
+        e_row, e_link, e_weight = owners(lengths), self._entries.arrays["link"][idx], self._entries.arrays["weight"][idx]
+        split, mult, represented = int(lengths[:n_bundled].sum()), None, n_bundled
+        if c:
+            in_region = np.zeros(self.clocks.state.size, dtype=bool)
+            in_region[clocks] = True
+            p_bundle, p_link, p_weight = self.clocks.region_pairs(in_region)
+            row_of = np.zeros(self.clocks.state.size, dtype=np.int64)
+            row_of[clocks] = np.arange(c)
+            e_row = np.concatenate([row_of[p_bundle], e_row + c])
+            e_link, e_weight = np.concatenate([p_link, e_link]), np.concatenate([p_weight, e_weight])
+            split += len(p_link)
+            members = self.clocks.count[clocks]
+            mult = np.concatenate([members.astype(float), np.ones(n_bundled)])
+            represented += int(members.sum())
+        return {"flows": flows, "clocks": c, "unit": compact[row_bundle], "units": len(ids), "mult": mult,
+                "represented": represented, "shared": self.bundles.of(ids), "edge": (e_row, e_link, e_weight),
+                "split": split, "rows": c + len(flows)}
 
     def _load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
-        """Per link: summed entries x rate of the region's flows (shared entries once per bundle)."""
-        unit = parts["unit"]
-        per_unit = np.bincount(unit, rate[:len(unit)], minlength=parts["units"])
+        """Per link: summed entries x rate of the rows (shared entries once per bundle, times the
+        flows of each row)."""
+        unit, mult = parts["unit"], parts["mult"]
+        unit_rate = rate[:len(unit)] if mult is None else rate[:len(unit)] * mult
+        per_unit = np.bincount(unit, unit_rate, minlength=parts["units"])
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
         return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + \
             np.bincount(e_link, e_weight * rate[e_row], minlength=self.num_links)
 
-    def _fill(self, region: np.ndarray, parts: dict, residual: np.ndarray) -> np.ndarray:
-        """Bundled filling where it pays off and its check holds, else row-level filling."""
+    def _bundled(self, parts: dict, residual: np.ndarray) -> np.ndarray | None:
+        """Bundled filling where it pays off (at least two flows per bundle) and its check holds."""
         unit, k = parts["unit"], parts["split"]
         bundled = len(unit)
-        if self.plain:
-            pass
-        elif self._backoff > 0:
-            self._backoff -= 1
-        elif bundled and parts["units"] * 2 <= bundled:
-            e_row, e_link, e_weight = parts["edge"]
-            rate = bundled_filling(unit, parts["shared"], (e_row[:k], e_link[:k], e_weight[:k]),
-                                   (e_row[k:] - bundled, e_link[k:], e_weight[k:]), len(region) - bundled, residual)
-            if rate is not None:
-                self._failures = 0
-                self.bundled_refills += 1
-                return rate
+        if not bundled or parts["units"] * 2 > parts["represented"]:
+            return None
+        e_row, e_link, e_weight = parts["edge"]
+        rate = bundled_filling(unit, parts["shared"], (e_row[:k], e_link[:k], e_weight[:k]),
+                               (e_row[k:] - bundled, e_link[k:], e_weight[k:]), parts["rows"] - bundled, residual,
+                               parts["mult"])
+        if rate is None:
             self._failures += 1
             self._backoff = min(2 ** self._failures, _BACKOFF_MAX)
+            return None
+        self._failures = 0
+        self.bundled_refills += 1
+        return rate
+
+    def _row_level(self, parts: dict, residual: np.ndarray) -> np.ndarray:
+        """Progressive filling of the flows one by one (no clocks among the rows)."""
+        unit = parts["unit"]
+        bundled = len(unit)
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
         # expand each bundle's shared entries to its flows
@@ -316,9 +416,54 @@ class FlowTable:
         link, weight = np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
         if self.plain:
             order = np.argsort(row, kind="stable")
-            matrix = flow_matrix(np.bincount(row, minlength=len(region)), link[order], self.num_links, weight[order])
+            matrix = flow_matrix(np.bincount(row, minlength=parts["rows"]), link[order], self.num_links, weight[order])
             return max_min_fair(matrix, residual)
-        return progressive_filling(row, link, weight, len(region), residual)
+        return progressive_filling(row, link, weight, parts["rows"], residual)
+
+    # ---- clocks -----------------------------------------------------------------------------
+    def _join(self, flows: np.ndarray, left: np.ndarray, rate: np.ndarray, clocks: np.ndarray, now: float) -> None:
+        """After a bundled refill: its bundled flows join their bundle's clock, if that clock was
+        refilled with them or has no members yet (then it starts now at their rate)."""
+        bundle = self.bundle[flows]
+        joining = np.flatnonzero(bundle >= 0)
+        if not len(joining):
+            return
+        b = bundle[joining]
+        in_region = np.zeros(self.clocks.state.size, dtype=bool)
+        in_region[clocks] = True
+        new = self.clocks.count[b] == 0
+        ok = in_region[b] | new
+        joining, b, new = joining[ok], b[ok], new[ok]
+        if not len(joining):
+            return
+        starting, first = np.unique(b[new], return_index=True)
+        if len(starting):
+            self.clocks.start(starting, rate[joining[new][first]], now)
+        slots = flows[joining]
+        keys = self.clocks.join(slots, b, left[joining], self._edge(slots))
+        a = self._slots.arrays
+        a["clocked"][slots] = True
+        a["key"][slots] = keys
+        a["finish"][slots] = np.inf
+        a["due"][slots] = np.inf
+        self._loose = self._loose[~a["clocked"][self._loose]]
+        self.clocks.retime(np.unique(b))
+
+    def _unclock(self, clocks: np.ndarray, now: float) -> np.ndarray:
+        """Turn these clocks' members back into per-flow rows (bytes left and rate as of `now`);
+        returns their slots."""
+        slots, keys = self.clocks.member_slots(clocks, self._is_member)
+        if len(slots):
+            bundle = self.bundle[slots]
+            left, rate = self.clocks.left(bundle, keys, now), self.clocks.rate[bundle]
+            a = self._slots.arrays
+            a["left"][slots], a["t_ref"][slots], a["rate"][slots], a["clocked"][slots] = left, now, rate, False
+            with np.errstate(divide="ignore", invalid="ignore"):
+                a["finish"][slots] = np.where(left > 0, now + left / rate, now)
+                a["due"][slots] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate, now)
+        self.clocks.stop(clocks)
+        self._loose = np.sort(np.concatenate([self._loose, slots]))
+        return slots
 
     def _compact(self) -> None:
         """Drop dead slots and their entries once they outnumber the live ones (amortised O(1))."""
@@ -341,3 +486,8 @@ class FlowTable:
         self._entries.arrays["link"][:len(idx)] = links
         self._entries.arrays["weight"][:len(idx)] = weights
         self._entries.size = len(idx)
+        clocked = self._slots.arrays["clocked"][:len(live)]
+        self._loose = np.flatnonzero(~clocked)           # slots were renumbered
+        if self.clocks.members:
+            mine = np.flatnonzero(clocked)
+            self.clocks.rebuild(mine, self.bundle[mine], self.key[mine])

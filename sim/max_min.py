@@ -166,14 +166,16 @@ def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndar
 
 
 def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, single_edge: tuple,
-                    n_single: int, capacity: np.ndarray) -> np.ndarray | None:
+                    n_single: int, capacity: np.ndarray, multiplicity: np.ndarray | None = None) -> np.ndarray | None:
     """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
     links, i.e. links between switches), or None when the shortcut does not apply.
 
     Flows 0..F-1 are bundled: `unit[i]` is the bundle of flow i, `unit_entries` = (bundle, link,
     weight) each bundle's shared entries (per flow), `bundled_edge` = (flow, link, weight) their
     other entries (NIC, host and scale-up links). Flows F..F+n_single-1 cross no shared link:
-    `single_edge` = (flow - F, link, weight) their entries.
+    `single_edge` = (flow - F, link, weight) their entries. `multiplicity` (optional, per bundled
+    row): the number of flows a row stands for (a bundle clock, sim/flow_clocks.py: its edge
+    entries are then its flows' entries summed per link); default 1.
 
     1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
        entries: their rates, were no edge link limiting.
@@ -189,7 +191,8 @@ def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, 
     b_row, b_link, b_weight = bundled_edge
     n_bundled = len(unit)
     n_units = int(unit.max()) + 1 if n_bundled else 0
-    size = np.bincount(unit, minlength=n_units)
+    size = np.bincount(unit, minlength=n_units) if multiplicity is None else \
+        np.bincount(unit, multiplicity, minlength=n_units)
     rate = np.empty(n_bundled + n_single)
     rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
     bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))

@@ -378,7 +378,7 @@ class FlowNetwork(Network):
 
     @property
     def _rate(self) -> np.ndarray:
-        return self._table.rate[self._table.slots()]
+        return self._table.rates(self._table.slots())
 
     # ---- admission ------------------------------------------------------------------------
     def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:

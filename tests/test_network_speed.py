@@ -6,7 +6,8 @@ Each shortcut is compared with the plain computation on small cases, to float ro
 - `bundled_filling` (flows with the same switch-to-switch links filled as one) vs `max_min_fair`
   whenever its exactness check accepts, and the check rejects the cases it must reject;
 - `FlowTable` (incremental: only flows whose rate can change are refilled, bytes left kept lazily)
-  vs `max_min_fair` over all live flows after every change;
+  vs `max_min_fair` over all live flows after every change; flows of a bundle kept in one clock
+  (sim/flow_clocks.py) finish when and as the plain table's do;
 - `FlowNetwork` end to end (finish times, per-link bytes) vs the same network with `plain = True`;
 - ECMP paths merged into one row with shared links summed, cached estimates, reused rows;
 - the analytical network's plain-Python path for transfers of a few link entries vs its numpy path.
@@ -174,6 +175,43 @@ def test_flow_table_rates_equal_a_full_recomputation_after_every_change(seed, wi
         if len(rate):
             assert rate == pytest.approx(max_min_fair(matrix, capacity), rel=REL)
             assert table.link_rate == pytest.approx(matrix @ rate, rel=1e-9, abs=1e-3)
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_bundled_flows_run_on_clocks_and_finish_as_in_the_plain_table(seed):
+    """An oversubscribed leaf-spine: after a bundled refill the cross-leaf flows join their
+    bundle's clock, and a refill costs a row per clock. Run in lockstep with the plain table
+    (every flow refilled by `max_min_fair`), flows start at different times and finish one by one:
+    the same flows finish at the same instants with the same bytes left along the way."""
+    rng = np.random.default_rng(seed)
+    capacity, shared, path = leaf_spine(3, 3, 10e9, 10e9 / 4)
+    fast, plain = FlowTable(capacity, shared), FlowTable(capacity, shared, plain=True)
+    now, started, clocked_rows = 0.0, 0, []
+    for step in range(60):
+        if step % 6 == 0 and started < 90:                # a batch of flows starts
+            n = int(rng.integers(12, 24))                  # about 2 flows per leaf pair and more
+            lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
+            nbytes = rng.uniform(1e8, 1e9, n)
+            for table in (fast, plain):
+                table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
+            started += n
+        for table in (fast, plain):
+            table.recompute(now)
+        if fast.clocks.members:
+            clocked_rows.append((fast.clocks.members, int((fast.clocks.count > 0).sum())))
+        assert fast.next_finish() == pytest.approx(plain.next_finish(), rel=REL)
+        live = plain.slots()
+        assert fast.slots().tolist() == live.tolist()
+        assert fast.left_at(live, now) == pytest.approx(plain.left_at(live, now), rel=REL, abs=1.0)
+        now = plain.next_finish()
+        if now == np.inf:
+            break
+        done = plain.done(now)
+        assert sorted(fast.done(now).tolist()) == sorted(done.tolist())
+        for table in (fast, plain):
+            table.remove(done)
+    assert clocked_rows and max(members - clocks for members, clocks in clocked_rows) > 0   # clocks held several flows
 
 
 def test_flow_table_refills_only_flows_whose_rate_can_change():
