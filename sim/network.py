@@ -37,7 +37,7 @@ from sim.network_replay import Trajectory
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
-_SINGLE_ROUTES_MAX = 1 << 16    # endpoint pairs whose routes (as sub-flow arrays) are kept
+_SINGLE_ROUTES_MAX = 4096        # endpoint pairs whose routes (as sub-flow arrays) are kept
 _ROWS_MAX_KEYS = 1 << 18        # flow backend: endpoint sets (or single pairs) whose rows are kept
 _ROUTES_MAX_PAIRS = 1 << 18     # endpoint pairs whose paths (and trace track) are kept
 _FEW_ENTRIES = 16               # analytical transfers of at most this many link entries: plain Python
