@@ -111,7 +111,9 @@ class SpanActivity:
     def __init__(self, batch: int = 65536) -> None:
         self.keys: list[tuple[str, str, str]] = []
         self._key_id: dict[tuple[str, str, str], int] = {}
-        self._buf: list[tuple[int, float, float, float]] = []     # recorder spans: (key id, start, end, units)
+        # recorder spans waiting to be merged: one flat array of (key id, start, end, units) per
+        # span, 32 bytes each (a long run buffers millions between merges: no Python objects)
+        self._buf = array("d")
         self._key = np.zeros(0, dtype=np.int64)          # merged intervals (disjoint per key), sorted
         self._start = np.zeros(0)
         self._end = np.zeros(0)
@@ -175,15 +177,15 @@ class SpanActivity:
         k = self._key_id.get(key)                       # hot path: one dict lookup and one append per span
         if k is None:
             k = self.key_id(key)
-        self._buf.append((k, start_s, end_s, units))
-        if len(self._buf) >= self._next:
+        self._buf.extend((k, start_s, end_s, units))
+        if len(self._buf) >= 4 * self._next:
             self._merge()
 
     def _merge(self) -> None:
         """Fold the buffered spans into the merged intervals (amortised: the batch grows with them)."""
-        if not self._buf and not self._chunks:
+        if not len(self._buf) and not self._chunks:
             return
-        buf = np.array(self._buf, dtype=float).reshape(-1, 4)    # key ids < 2^53: exact as floats
+        buf = np.frombuffer(self._buf, dtype=float).reshape(-1, 4)    # key ids < 2^53: exact as floats
         k, s, e, u = buf[:, 0].astype(np.int64), buf[:, 1].copy(), buf[:, 2].copy(), buf[:, 3].copy()
         self.spans += len(k)                             # recorder spans (add_spans counts its own)
         if self._chunks:
@@ -198,7 +200,7 @@ class SpanActivity:
         self._unit_s = unit_s
         self._key, self._start, self._end = union(np.r_[self._key, k[busy]], np.r_[self._start, s[busy]],
                                                   np.r_[self._end, e[busy]])
-        self._buf = []
+        self._buf = array("d")
         self._next = max(self._batch, len(self._key))
 
     @property
