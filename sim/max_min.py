@@ -1,4 +1,4 @@
-"""Max-min fair rates of flows over links, and the incremental state the flow network keeps them in.
+"""Max-min fair rates of flows over links: the reference computation and the fast fillings.
 
 A flow is a row of link entries: the fraction of the flow's rate that crosses each link (1 on a
 single path; 1/k on each path's own links when a flow is sprayed evenly over k paths). Max-min
@@ -12,17 +12,12 @@ their links. Links whose level is within a relative 1e-9 of the smallest fill at
 - `progressive_filling(row, link, weight, n, capacity)`: the same filling, in O(entries + levels x
   links): per level only the entries of still-unfrozen flows are looked at, and a frozen flow's
   load leaves its links once (bincount), instead of mat-vecs over all flows at every level.
-- `FlowTable`: the active flows of `FlowNetwork` as slot arrays with spare room (admission appends,
-  completion clears a slot; dead slots are compacted away when they outnumber live ones), per-link
-  sums kept up to date, and bytes left kept lazily (bytes at the last rate change + rate x time).
-  `recompute()` refills only the flows whose rate can have changed (exact):
-  progressive filling is a function of the water level; if the flows that finished had rates >= L
-  and no link of a flow that started can fill below L, then below level L the new filling does
-  exactly what the old one did, so every flow with an old rate below L keeps it. Only the flows at
-  or above L (and the new ones) are refilled, on the capacity the others leave. L is the smallest
-  rate among finished flows and, for started flows, a lower bound of the level at which each of
-  their links can fill: capacity / (summed entries of all flows on the link), the level at which
-  it would fill if no flow on it were frozen earlier.
+  A few entries (at most `_TINY`) are filled in plain Python, to the last bit the same.
+- `bundled_filling(...)`: flows with the same switch-to-switch links (a bundle) filled as one, with
+  an exactness check; None when the check fails.
+
+The flow network's incremental state (which flows a change can affect, bundles and their clocks)
+is `FlowTable` (sim/flow_table.py).
 """
 from __future__ import annotations
 
@@ -31,7 +26,6 @@ import scipy.sparse as sp
 
 REL_TOL = 1e-9            # links within this relative distance of the lowest level fill together
 DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
-_SLACK = 1e-9             # flows within this relative distance of the region's level L are refilled
 _TINY = 32                # progressive filling of at most this many entries runs in plain Python
 
 
