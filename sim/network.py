@@ -251,10 +251,10 @@ class Network:
         if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
             recorder.dropped += len(group.srcs)          # trace full: skip the per-flow work
             return
-        if len(group.srcs) <= _SPANS_PER_FLOW_MAX:
-            for s, d, b, end in zip(group.srcs, group.dsts, group.nbytes, group.finish_s):
-                tr = track or self._first_link_kind(s, d)
-                self.sim.span(s, tr, f"{group.name} ->{d}", group.start_s, float(end), nbytes=float(b), category="comm")
+        if len(group.srcs) <= _SPANS_PER_FLOW_MAX:           # a span per flow, recorded in bulk
+            tracks = track or [self._first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+            recorder.spans(group.srcs, tracks, [f"{group.name} ->{d}" for d in group.dsts], group.start_s,
+                           group.finish_s, group.nbytes, category="comm")
             return
         per_src: dict[str, float] = {}
         for s, b in zip(group.srcs, group.nbytes):
