@@ -16,8 +16,6 @@ _SMALL_BATCH = 64         # batches up to this many flows are looked up one by o
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices of the concatenated ranges [start, start + length)."""
-    if len(lengths) > 64 and lengths[0] == lengths.min() == lengths.max():   # all of one length
-        return (starts[:, None] + np.arange(int(lengths[0]))).ravel()
     offsets = np.cumsum(lengths) - lengths
     return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
@@ -44,8 +42,6 @@ class Growable:
 
 def owners(lengths: np.ndarray) -> np.ndarray:
     """Position of the owner of each entry, entries given as consecutive runs of `lengths`."""
-    if len(lengths) > 64 and lengths[0] == lengths.min() == lengths.max():
-        return np.repeat(np.arange(len(lengths)), int(lengths[0]))
     return np.repeat(np.arange(len(lengths)), lengths)
 
 

@@ -23,7 +23,7 @@ import heapq
 import numpy as np
 
 from sim.flow_bundles import Growable
-from sim.max_min import DONE_BYTES
+from sim.max_min import DONE_BYTES, finish_and_due
 
 
 class BundleClocks:
@@ -154,10 +154,7 @@ class BundleClocks:
     def retime(self, bundles: np.ndarray) -> None:
         """Finish and due time of these clocks' heads (as the flow table computes them per flow)."""
         left = self.head[bundles] - self.v[bundles]
-        rate, t = self.rate[bundles], self.t[bundles]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.finish[bundles] = np.where(left > 0, t + left / rate, t)
-            self.due[bundles] = np.where(left > DONE_BYTES, t + (left - DONE_BYTES) / rate, t)
+        self.finish[bundles], self.due[bundles] = finish_and_due(left, self.rate[bundles], self.t[bundles])
         empty = self.count[bundles] == 0
         self.finish[bundles[empty]] = np.inf
         self.due[bundles[empty]] = np.inf

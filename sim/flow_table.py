@@ -38,8 +38,8 @@ import scipy.sparse as sp
 from sim.flow_bundles import Bundles, Growable, owners, ranges
 from sim.flow_clocks import BundleClocks
 from sim.max_min import (
-    DONE_BYTES,
     bundled_filling,
+    finish_and_due,
     flow_matrix,
     max_min_fair,
     progressive_filling,
@@ -182,11 +182,9 @@ class FlowTable:
         bundle = self.bundle[slots]
         bundled = np.flatnonzero(bundle >= 0)
         b_row, b_link, b_weight = self.bundles.of(bundle[bundled])
-        lengths = self.length[slots]
-        idx = ranges(self.start[slots], lengths)
-        return np.concatenate([bundled[b_row], owners(lengths)]), \
-            np.concatenate([b_link, self._entries.arrays["link"][idx]]), \
-            np.concatenate([b_weight, self._entries.arrays["weight"][idx]])
+        e_row, e_link, e_weight = self._edge(slots)
+        return np.concatenate([bundled[b_row], e_row]), np.concatenate([b_link, e_link]), \
+            np.concatenate([b_weight, e_weight])
 
     def rates(self, slots: np.ndarray) -> np.ndarray:
         """Current rate of `slots` (a clocked flow's is its clock's)."""
@@ -288,9 +286,7 @@ class FlowTable:
         a["t_ref"][flows] = now
         a["rate"][flows] = rate_f
         a["fresh"][flows] = False
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a["finish"][flows] = np.where(left > 0, now + left / rate_f, now)
-            a["due"][flows] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate_f, now)
+        a["finish"][flows], a["due"][flows] = finish_and_due(left, rate_f, now)
         if c:
             self.clocks.advance(clocks, now)
             self.clocks.rate[clocks] = rate[:c]
@@ -354,10 +350,8 @@ class FlowTable:
         ids = np.flatnonzero(count)
         compact = np.zeros(self.bundles.store.size, dtype=np.int64)
         compact[ids] = np.arange(len(ids))
-        lengths = self.length[flows]
-        idx = ranges(self.start[flows], lengths)
-        e_row, e_link, e_weight = owners(lengths), self._entries.arrays["link"][idx], self._entries.arrays["weight"][idx]
-        split, mult, represented = int(lengths[:n_bundled].sum()), None, n_bundled
+        e_row, e_link, e_weight = self._edge(flows)
+        split, mult, represented = int(self.length[flows[:n_bundled]].sum()), None, n_bundled
         if c:
             in_region = np.zeros(self.clocks.state.size, dtype=bool)
             in_region[clocks] = True
@@ -458,9 +452,7 @@ class FlowTable:
             left, rate = self.clocks.left(bundle, keys, now), self.clocks.rate[bundle]
             a = self._slots.arrays
             a["left"][slots], a["t_ref"][slots], a["rate"][slots], a["clocked"][slots] = left, now, rate, False
-            with np.errstate(divide="ignore", invalid="ignore"):
-                a["finish"][slots] = np.where(left > 0, now + left / rate, now)
-                a["due"][slots] = np.where(left > DONE_BYTES, now + (left - DONE_BYTES) / rate, now)
+            a["finish"][slots], a["due"][slots] = finish_and_due(left, rate, now)
         self.clocks.stop(clocks)
         self._loose = np.sort(np.concatenate([self._loose, slots]))
         return slots

@@ -29,6 +29,13 @@ DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
 _TINY = 32                # progressive filling of at most this many entries runs in plain Python
 
 
+def finish_and_due(left: np.ndarray, rate: np.ndarray, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(finish, due) times of flows with `left` bytes at time `t` going at `rate`: due is when fewer
+    than DONE_BYTES are left (the flow then counts as complete); inf at rate 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(left > 0, t + left / rate, t), np.where(left > DONE_BYTES, t + (left - DONE_BYTES) / rate, t)
+
+
 def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
                 weights: np.ndarray | None = None) -> sp.csr_matrix:
     """(links x flows) incidence from flows given as concatenated link ids and entries per flow.

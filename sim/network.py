@@ -37,7 +37,6 @@ from sim.network_replay import Trajectory
 _SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
 _PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
-_SINGLE_ROUTES_MAX = 4096        # endpoint pairs whose routes (as sub-flow arrays) are kept
 _ROWS_MAX_KEYS = 1 << 18        # flow backend: endpoint sets (or single pairs) whose rows are kept
 _ROUTES_MAX_PAIRS = 1 << 18     # endpoint pairs whose paths (and trace track) are kept
 _FEW_ENTRIES = 16               # analytical transfers of at most this many link entries: plain Python
@@ -92,7 +91,6 @@ class Network:
         self._estimate_terms: dict[tuple[str, str], tuple] = {}   # (src, dst) -> estimate_time_s terms
         # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
         self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], _Routed] = {}
-        self._single_routes: dict[tuple[str, str], _Routed] = {}     # one flow's sub-flows, one byte
 
     @property
     def link_bytes(self) -> np.ndarray:
@@ -138,20 +136,15 @@ class Network:
     def _route_sized(self, flows, srcs, dsts, nbytes) -> _Routed:
         """`_route`, reusing the routes of an earlier call with the same endpoints (exact: sub-flow
         bytes are the flow's bytes times its path share). Hashed ECMP draws per call: not reused."""
-        if self.ecmp == "hash" or len(flows) > _PAIR_ROUTES_MAX_FLOWS:
-            return self._route(flows)
-        single = len(flows) == 1
-        cache, bound = (self._single_routes, _SINGLE_ROUTES_MAX) if single else (self._pair_routes, _PAIR_ROUTES_MAX_SETS)
-        key = (srcs[0], dsts[0]) if single else (tuple(srcs), tuple(dsts))
-        unit = cache.get(key)
+        if self.ecmp == "hash" or not 1 < len(flows) <= _PAIR_ROUTES_MAX_FLOWS:
+            return self._route(flows)         # single flows: _route_pairs caches per pair already
+        key = (tuple(srcs), tuple(dsts))
+        unit = self._pair_routes.get(key)
         if unit is None:
             unit = self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)])
-            if len(cache) >= bound:
-                cache.clear()                   # bounded memory; a later call routes again
-            cache[key] = unit
-        if single:                              # its bytes split evenly over its paths, as `_route` does
-            k = len(unit.lengths)
-            return _Routed(unit.flat, unit.lengths, np.full(k, nbytes[0] / k), unit.flow, unit.latency, unit.weights)
+            if len(self._pair_routes) >= _PAIR_ROUTES_MAX_SETS:
+                self._pair_routes.clear()       # bounded memory; a later call routes again
+            self._pair_routes[key] = unit
         return _Routed(unit.flat, unit.lengths, unit.nbytes * nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
 
     def _route_pairs(self, flows) -> _Routed:
