@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.collectives import collective  # noqa: E402
+from sim.network.collectives import collective  # noqa: E402
 from tests.conftest import make_cluster  # noqa: E402
 
 

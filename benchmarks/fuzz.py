@@ -19,7 +19,7 @@ code 2 - never in another exception. Entry points (each runs the whole path a us
 - `records`: measured-record files (mutated shipped records as JSON or YAML) through `load_records`
   and, for a few, the whole `dcsim validate --compare` pipeline (calibrate, predict, report);
 - `graph`: `topology: {kind: graph}` edge-list and GraphML files, loaded and run;
-- `trace`: page-access trace CSVs of `kind: tiered_memory` (sim/memory_access.py), loaded and run;
+- `trace`: page-access trace CSVs of `kind: tiered_memory` (sim/memory/access.py), loaded and run;
 - `sweep`: a sweep directory whose point records were corrupted, resumed with `run_sweep`.
 
 Prints per entry point the inputs tried and how they ended (ok, error = one-line ScenarioError,
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.fuzz_inputs import (graph_files, override_texts, record_files, scenario_inputs,  # noqa: E402
                                     schema_keys, shipped, sweep_texts, trace_files, yaml_texts)
 from sim.errors import ScenarioError  # noqa: E402
-from sim.estimate import Limits  # noqa: E402
+from sim.scenario.estimate import Limits  # noqa: E402
 
 FUZZ_LIMITS = Limits(memory_bytes=3 * 2**30, events=3e5, simulated_flows=3e5)
 LIGHT = ["allreduce-2x8-h100", "alltoall-fattree-oversub", "sweep-collectives-base", "ingest-dlrm-on-trainer",
@@ -106,7 +106,7 @@ def _run(scenario) -> None:
 
 
 def scenario_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     name, data = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.yaml"
@@ -119,7 +119,7 @@ def scenario_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
 
 
 def yaml_entry(text: str) -> Outcome:
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzz.yaml"
         path.write_text(text)
@@ -127,15 +127,15 @@ def yaml_entry(text: str) -> Outcome:
 
 
 def set_entry(inp) -> Outcome:
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     name, texts = inp
     return classify(load_scenario, ROOT / "scenarios" / f"{name}.yaml", texts)
 
 
 def cli_entry(text: str) -> Outcome:
-    from sim.scenario import apply_override, parse_override
-    from sim.sweep import expand, parse_axes
-    from sim.trace import parse_window
+    from sim.scenario.model import apply_override, parse_override
+    from sim.studies.sweep import expand, parse_axes
+    from sim.report.trace import parse_window
 
     outcomes = [classify(fn) for fn in (lambda: apply_override({"a": {"b": [1, 2]}}, *parse_override(text)),
                                         lambda: expand(parse_axes([text], "--grid")), lambda: parse_window(text))]
@@ -158,7 +158,7 @@ def records_entry(inp, compare: bool = False) -> Outcome:
 
 
 def graph_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
-    from sim.scenario import scenario_from_dict
+    from sim.scenario.model import scenario_from_dict
     suffix, text, hw = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"fabric{suffix}"
@@ -171,8 +171,8 @@ def graph_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
 
 
 def trace_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
-    """A tiered_memory scenario replaying a page-access trace CSV (sim/memory_access.py), loaded and run."""
-    from sim.scenario import scenario_from_dict
+    """A tiered_memory scenario replaying a page-access trace CSV (sim/memory/access.py), loaded and run."""
+    from sim.scenario.model import scenario_from_dict
     text, overrides = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.csv"
@@ -187,7 +187,7 @@ def trace_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
 
 
 def sweep_entry(text: str) -> Outcome:
-    from sim.sweep import plan_sweep, run_sweep
+    from sim.studies.sweep import plan_sweep, run_sweep
     base = ROOT / "scenarios" / "sweep-collectives-base.yaml"
     grid = {"workload.bytes": ["1 MiB"]}
     with tempfile.TemporaryDirectory() as tmp:

@@ -87,7 +87,7 @@ def scenario_inputs(draw, bases: dict[str, dict]):
 
 
 def schema_keys() -> list[str]:
-    from sim.scenario import Scenario
+    from sim.scenario.model import Scenario
     keys: set[str] = set()
 
     def walk(node):

@@ -5,7 +5,7 @@ engine's parts on the Llama 3 cluster (benchmarks/scenarios/allreduce-16k-clos3.
 8 H100, three-layer Clos): every GPU runs a compute kernel (forward + backward, `--compute-s`,
 default 2 s: an assumption, not a model) on its compute stream, then all GPUs all-reduce the
 gradients (`--bytes`, tree algorithm on the analytical network), for `--iterations`. Power comes
-from sim/energy.py exactly as in `dcsim run`; the swing is the largest change of cluster power
+from sim/energy/meter.py exactly as in `dcsim run`; the swing is the largest change of cluster power
 within one second.
 
     python benchmarks/power_swing_16k.py [--nodes 2048] [--compute-s 2] [--bytes 1GiB] [--iterations 2]
@@ -24,11 +24,11 @@ sys.path.insert(0, str(HERE.parent))
 
 def main() -> None:
     from hardware_models.units import parse_quantity
-    from sim.cluster import Cluster
-    from sim.collectives import collective
-    from sim.energy import EnergyMeter
-    from sim.engine import Simulation
-    from sim.scenario import load_scenario
+    from sim.cluster.cluster import Cluster
+    from sim.network.collectives import collective
+    from sim.energy.meter import EnergyMeter
+    from sim.engine.simulation import Simulation
+    from sim.scenario.model import load_scenario
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=2048)
@@ -71,7 +71,7 @@ def main() -> None:
           f"peak {m['peak_power_w'] / 1e6:.3f} MW (bins of {m['power_bin_s']:.3g} s)")
     print(f"cluster_power_swing_w_per_s {m['cluster_power_swing_w_per_s'] / 1e6:.3f} MW")
     if args.plot:
-        from sim.energy_plots import power_over_time
+        from sim.energy.plots import power_over_time
         power_over_time(report, title=f"{len(group)}-GPU synthetic iteration", path=args.plot)
 
 

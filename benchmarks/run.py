@@ -107,7 +107,7 @@ def main() -> None:
         paths = [p for p in paths if p.stem in args.only]
     ceiling = timeout_loop_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
-    from sim.engine import Simulation
+    from sim.engine.simulation import Simulation
     engine = timeout_loop_events_per_s(Simulation(seed=0).env)
     print(f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
           f"overhead; the scenarios below add their models' work per event)")

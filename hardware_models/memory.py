@@ -6,7 +6,7 @@ A random read of `n` bytes therefore moves `ceil(n / granularity) * granularity`
 serves at most `iops` random accesses per second (derived from latency and queue depth if unset).
 
 `access_time_s` is the uncontended cost of a batch of random accesses; contention between devices
-sharing one tier is added by the engine (sim/memory.py).
+sharing one tier is added by the engine (sim/memory/tiers.py).
 """
 from __future__ import annotations
 

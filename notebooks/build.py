@@ -18,7 +18,7 @@ SETUP = """\
 from pathlib import Path
 import pandas as pd
 from sim import load_scenario, run
-from sim.bottleneck import summary_rows
+from sim.report.bottleneck import summary_rows
 # the repository root, whether the notebook runs from notebooks/ or from the root
 ROOT = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "scenarios").is_dir())
 pd.set_option("display.precision", 4)"""
@@ -52,13 +52,13 @@ pd.Series({k: result.metrics[k] for k in ("ttft_s", "decode_s_per_token", "ring_
     md("""
 ## Why this TTFT: the bottleneck report
 
-The critical path is rebuilt from the trace (sim/bottleneck.py). Replayed layers are copies of the
+The critical path is rebuilt from the trace (sim/report/bottleneck.py). Replayed layers are copies of the
 simulated ones, so the bounding resource is decided on the simulated part."""),
     code("""
 for name, value in summary_rows(result.bottleneck):
     print(f"{name:28s} {value}")"""),
     code("""
-from sim.plot_workloads import cp_breakdown
+from sim.report.workload_plots import cp_breakdown
 cp_breakdown(result.metrics, title="70B, 128K prefill on 2 hosts");"""),
     md("The first layer on the GPUs of host 0: attention steps on the compute stream, the ring send on "
        "the NIC hidden under step 0, then the TP all-reduce over NVLink."),
@@ -69,8 +69,8 @@ cp_breakdown(result.metrics, title="70B, 128K prefill on 2 hosts");"""),
 `cp_scaling_runs` reruns the scenario with `hardware.nodes = h` and CP = h (TP stays 8), once per
 ring algorithm; one host (CP = 1, no ring) is the baseline of ideal scaling."""),
     code("""
-from sim.studies import cp_scaling_runs
-from sim.plot_workloads import cp_scaling
+from sim.studies.cp_scaling import cp_scaling_runs
+from sim.report.workload_plots import cp_scaling
 table = cp_scaling_runs(scenario, hosts=(1, 2, 4, 8))
 table["parallel_efficiency"] = table["ttft_s"].iloc[0] / (table["hosts"] * table["ttft_s"])
 table[["hosts", "ring", "cp", "ttft_s", "mfu", "parallel_efficiency"]]"""),
@@ -85,7 +85,7 @@ every layer, which does not hide.
 In a multi-turn conversation most of the context is already cached (P tokens) and only a few new
 tokens (T) arrive. Pass-KV then circulates the whole cache; pass-Q circulates only the new queries."""),
     code("""
-from sim.studies import with_overrides
+from sim.studies.cp_scaling import with_overrides
 rows = []
 for ring in ("pass-kv", "pass-q"):
     s = with_overrides(scenario, {"hardware.nodes": 4, "workload.parallelism.cp": 4, "workload.ring": ring,
@@ -125,7 +125,7 @@ Top: simulated embedding kernel time per iteration on each GPU (forward, and bac
 optimizer), with the planner's own additive cost per GPU on the right axis. Bottom: how many bytes
 of embedding rows each GPU holds in HBM and in the slow tier."""),
     code("""
-from sim.plot_workloads import embedding_load
+from sim.report.workload_plots import embedding_load
 for planner, r in runs.items():
     embedding_load(r.metrics, r.spans, r.cluster.num_gpus, iterations=2,
                    title=f"{planner}: embedding load per GPU");"""),
@@ -152,7 +152,7 @@ more are needed. Base scenario: `scenarios/ingest-dlrm-disaggregated.yaml`, shor
     code("""
 base = load_scenario(ROOT / "scenarios/ingest-dlrm-disaggregated.yaml",
                      ["workload.duration_s=12", "workload.warmup_s=3"])
-from sim.studies import sweep_runs
+from sim.studies.cp_scaling import sweep_runs
 sizing = sweep_runs(base, "workload.preprocessing.workers", [8, 9, 10, 11])
 sizing[["workload.preprocessing.workers", "trainer_samples_per_s", "trainer_demand_samples_per_s",
         "data_stall_fraction", "storage_read_bytes_per_s", "bottleneck"]]"""),
@@ -171,7 +171,7 @@ ax.legend(loc="center right")
 ax.set_title("Throughput and stalls against the worker pool size");"""),
     md("## Buffers of an under-provisioned pool (9 workers) and of a sized one (11)"),
     code("""
-from sim.studies import with_overrides
+from sim.studies.cp_scaling import with_overrides
 for workers in (9, 11):
     r = run(with_overrides(base, {"workload.preprocessing.workers": workers}))
     r.plot.workload(title=f"{workers} workers");"""),
@@ -181,7 +181,7 @@ for workers in (9, 11):
 Storage and preprocessing service times are random (seeded substreams). `run_seeds` repeats a run
 over seeds and gives the mean and a 95 % Student-t confidence interval of every metric."""),
     code("""
-from sim.seeds import run_seeds
+from sim.studies.seeds import run_seeds
 per_seed, summary = run_seeds(with_overrides(base, {"workload.preprocessing.workers": 10}), seeds=range(3))
 summary.loc[["trainer_samples_per_s", "data_stall_fraction"], ["n", "mean", "ci_low", "ci_high"]]"""),
 ]

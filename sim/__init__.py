@@ -6,6 +6,6 @@ Notebook API:
     result.metrics, result.spans, result.links
 """
 from sim.runner import RunResult, run
-from sim.scenario import Scenario, load_scenario, scenario_from_dict
+from sim.scenario.model import Scenario, load_scenario, scenario_from_dict
 
 __all__ = ["RunResult", "Scenario", "load_scenario", "run", "scenario_from_dict"]

@@ -50,18 +50,18 @@ def _fmt(key: str, value) -> str:
 
 def cmd_run(args) -> int:
     from sim.runner import run
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     scenario = load_scenario(args.scenario, args.set)
-    from sim.progress import progress_enabled
-    from sim.estimate import DEFAULT_LIMITS
+    from sim.engine.progress import progress_enabled
+    from sim.scenario.estimate import DEFAULT_LIMITS
     try:
         result = run(scenario, progress=progress_enabled(args.quiet or args.json),
                      limits=None if args.no_limits else DEFAULT_LIMITS)
     except ScenarioError as err:
         raise err.with_file(args.scenario) from None
     if args.out:
-        from sim.output import write_run
-        from sim.trace import parse_window
+        from sim.report.output import write_run
+        from sim.report.trace import parse_window
         write_run(result, args.out, trace_window_s=parse_window(args.trace_window))
     summary = result.summary()
     if args.json:
@@ -73,7 +73,7 @@ def cmd_run(args) -> int:
     rows += [(k, _fmt(k, v)) for k, v in metrics.items()]
     rows += [("sim_time_s", _fmt("sim_time_s", result.sim_time_s)), ("wall_s", f"{result.wall_s:.3f} s"),
              ("events", str(result.events))]
-    from sim.bottleneck import summary_rows
+    from sim.report.bottleneck import summary_rows
     rows += summary_rows(result.bottleneck)
     _table(f"{scenario.name} ({scenario.kind})", rows)
     if args.links:
@@ -98,7 +98,7 @@ def _links_table(links, top: int) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from sim.sweep import sweep_command
+    from sim.studies.sweep import sweep_command
     return sweep_command(args)
 
 
@@ -108,10 +108,10 @@ def cmd_validate(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
-    from sim.estimate import enforce
+    from sim.scenario.estimate import enforce
     try:
         est = enforce(scenario)                  # exit 2 with the estimate if `run` would refuse it
     except ScenarioError as err:
@@ -124,8 +124,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from sim.scenario import load_scenario
-    from sim.workloads.embedding import plan_report
+    from sim.scenario.model import load_scenario
+    from sim.workloads.embedding.workload import plan_report
     report = plan_report(load_scenario(args.scenario, args.set))
     if args.json:
         print(json.dumps(report["summary"]))
@@ -145,10 +145,10 @@ def cmd_plan(args) -> int:
 
 def cmd_schema(args) -> int:
     if args.markdown:
-        from sim.schema_doc import scenario_reference_markdown
+        from sim.scenario.schema_doc import scenario_reference_markdown
         print(scenario_reference_markdown(), end="")
         return 0
-    from sim.scenario import Scenario
+    from sim.scenario.model import Scenario
     print(json.dumps(Scenario.model_json_schema(), indent=1))
     return 0
 
@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--links", type=int, default=0, metavar="N", help="also print the N busiest links")
     r.add_argument("--quiet", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
     r.add_argument("--no-limits", action="store_true", help="run even if the cost estimate exceeds the limits "
-                   "(sim/estimate.py: 8 GiB, 1e9 events or simulated flows)")
+                   "(sim/scenario/estimate.py: 8 GiB, 1e9 events or simulated flows)")
     r.add_argument("--trace-window", metavar="START:END", help="trace.json keeps spans starting in this "
                    "simulated-time window, e.g. 0:2ms (cap on recorded spans: --set trace_limit=N)")
     r.set_defaults(func=cmd_run)

@@ -5,7 +5,7 @@
     from sim import load_scenario, run
     result = run(load_scenario("scenarios/allreduce-2x8-h100.yaml"))
     result.metrics["busbw_bytes_per_s"], result.spans (DataFrame of spans), result.links
-    result.plot.timeline(), result.bottleneck          # sim/plots.py, sim/bottleneck.py
+    result.plot.timeline(), result.bottleneck          # sim/report/plots.py, sim/report/bottleneck.py
 
 `RunResult.summary()` is the contract JSON object of DESIGN.md.
 """
@@ -26,14 +26,14 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from sim.cluster import Cluster
-from sim.energy import EnergyMeter, PowerReport
-from sim.engine import Simulation
-from sim.progress import drive
+from sim.cluster.cluster import Cluster
+from sim.energy.meter import EnergyMeter, PowerReport
+from sim.engine.simulation import Simulation
+from sim.engine.progress import drive
 from sim.errors import ScenarioError
-from sim.estimate import DEFAULT_LIMITS, Limits, enforce
-from sim.provenance import profile
-from sim.scenario import Scenario
+from sim.scenario.estimate import DEFAULT_LIMITS, Limits, enforce
+from sim.report.provenance import profile
+from sim.scenario.model import Scenario
 from sim.workloads import module_for
 
 
@@ -79,7 +79,7 @@ class RunResult:
     events: int
     sim: Simulation = field(repr=False)
     cluster: Cluster = field(repr=False)
-    power: PowerReport | None = field(default=None, repr=False)     # sim/energy.py: power over time
+    power: PowerReport | None = field(default=None, repr=False)     # sim/energy/meter.py: power over time
 
     @cached_property
     def spans(self) -> pd.DataFrame:
@@ -94,13 +94,13 @@ class RunResult:
     @cached_property
     def plot(self):
         """Plots of this run: `result.plot.timeline()`, `.utilisation()`, `.topology()` ..."""
-        from sim.plots import RunPlots
+        from sim.report.plots import RunPlots
         return RunPlots(self)
 
     @cached_property
     def bottleneck(self) -> dict:
-        """Critical path, bounding resource and utilisation per resource (sim/bottleneck.py)."""
-        from sim.bottleneck import bottleneck_report
+        """Critical path, bounding resource and utilisation per resource (sim/report/bottleneck.py)."""
+        from sim.report.bottleneck import bottleneck_report
         return jsonable(bottleneck_report(self.spans, self.links, self.cluster.topology, self.sim_time_s,
                                           self.sim.recorder.dropped))
 
@@ -114,14 +114,14 @@ class RunResult:
             "events": self.events,
             "dcsim_version": dcsim_version(),
             "scenario_sha256": scenario_sha256(self.scenario),
-            "profile": profile(self.scenario),         # sim/provenance.py: profile entry/file, calibrated
+            "profile": profile(self.scenario),         # sim/report/provenance.py: profile entry/file, calibrated
             "bottleneck": self.bottleneck,
         }
 
 
 def run(scenario: Scenario, progress: bool = False, limits: Limits | None = DEFAULT_LIMITS) -> RunResult:
     """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs). A scenario
-    whose estimated cost exceeds `limits` is refused first (sim/estimate.py; None: no limits)."""
+    whose estimated cost exceeds `limits` is refused first (sim/scenario/estimate.py; None: no limits)."""
     enforce(scenario, limits)
     if scenario.workloads is not None:            # several jobs sharing the cluster
         from sim.tenancy import run_jobs

@@ -1,6 +1,6 @@
 """Running several jobs on one cluster (a scenario with `workloads:`), and each of them alone.
 
-`run_jobs(scenario)` builds one Simulation and one Cluster, places the jobs (sim/jobs.py), starts
+`run_jobs(scenario)` builds one Simulation and one Cluster, places the jobs (sim/scenario/jobs.py), starts
 every job's `simulate` as a process on its `ClusterView` at t = 0 and runs until all have finished.
 Their flows share the network's links, so a job whose traffic crosses the links another job uses
 (the same ToR uplinks, the same oversubscribed pod-core links) slows down.
@@ -11,18 +11,18 @@ numbers either way). Per job, `metrics.jobs.{name}` holds the workload's own met
 - `kind`, `hosts` (global host indices), `gpus`;
 - `completion_s`: when its simulate returned in the shared run; `alone_completion_s`: the same alone;
 - `slowdown_vs_alone` = completion_s / alone_completion_s (1 = unaffected by the other tenants).
-Top-level metrics: `jobs_count`, `makespan_s`, and the cluster's power and energy (sim/energy.py).
+Top-level metrics: `jobs_count`, `makespan_s`, and the cluster's power and energy (sim/energy/meter.py).
 """
 from __future__ import annotations
 
 import time
 
-from sim.cluster import Cluster
-from sim.energy import EnergyMeter
-from sim.engine import Simulation
+from sim.cluster.cluster import Cluster
+from sim.energy.meter import EnergyMeter
+from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
-from sim.jobs import ClusterView, JobSimulation, job_host_pools, place_jobs
-from sim.progress import drive
+from sim.scenario.jobs import ClusterView, JobSimulation, job_host_pools, place_jobs
+from sim.engine.progress import drive
 from sim.runner import RunResult, jsonable
 from sim.workloads import module_for
 

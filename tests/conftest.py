@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from hardware_models import catalog
-from sim.cluster import Cluster
-from sim.engine import Simulation
-from sim.scenario import scenario_from_dict
+from sim.cluster.cluster import Cluster
+from sim.engine.simulation import Simulation
+from sim.scenario.model import scenario_from_dict
 
 
 def make_scenario(workload: dict, **hardware) -> object:

@@ -1,7 +1,7 @@
 """Collectives against their closed forms (nccl-tests conventions), on both network backends."""
 import pytest
 
-from sim.collectives import bus_factor, collective, schedule
+from sim.network.collectives import bus_factor, collective, schedule
 from tests.conftest import make_cluster
 
 

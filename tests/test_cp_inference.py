@@ -15,8 +15,8 @@ from hardware_models import catalog
 from sim.errors import ScenarioError
 from sim.models.transformer import PRESETS, TensorShard, causal_keys_seen, resolve_model
 from sim.runner import run
-from sim.scenario import scenario_from_dict
-from sim.workloads.ring_attention import ring_messages, step_keys_seen
+from sim.scenario.model import scenario_from_dict
+from sim.workloads.cp_inference.ring_attention import ring_messages, step_keys_seen
 
 TINY = {"name": "tiny", "layers": 3, "hidden": 1024, "ffn": 3584, "heads": 16, "kv_heads": 4, "vocab": 32000}
 PAPER_GPU = "h100-96gb-500w-cp-calibrated"

@@ -12,13 +12,13 @@ import math
 import numpy as np
 import pytest
 
-from sim.engine import Simulation
+from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
-from sim.memory import LRUCache, StaticHotRows, ZipfRows, sampled_hit_rate
-from sim.plan_cost import a2a_flows, comm_matrices
+from sim.memory.tiers import LRUCache, StaticHotRows, ZipfRows, sampled_hit_rate
+from sim.workloads.embedding.cost import a2a_flows, comm_matrices
 from sim.runner import run
-from sim.scenario import load_scenario, scenario_from_dict
-from sim.workloads.embedding import prepare
+from sim.scenario.model import load_scenario, scenario_from_dict
+from sim.workloads.embedding.workload import prepare
 
 B, W = 64, 4          # batch per GPU, GPUs (2 hosts x 2)
 

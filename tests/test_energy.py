@@ -1,4 +1,4 @@
-"""Power, energy and cost (sim/energy.py, sim/activity.py, hardware_models/power.py).
+"""Power, energy and cost (sim/energy/meter.py, sim/engine/activity.py, hardware_models/power.py).
 
 Hand-computed schedules use round power figures set through the scenario (inline specs and the
 `hardware.power` block), so every expected joule below is arithmetic on those numbers.
@@ -14,14 +14,14 @@ import yaml
 from hardware_models import catalog
 from hardware_models.power import SitePower, capped_clock_fraction, capped_power_w
 from hardware_models.topology import HostPool
-from sim.activity import AdaptiveBins, SpanActivity, union
-from sim.cluster import Cluster
-from sim.energy import EnergyMeter
-from sim.energy_plots import power_over_time
-from sim.engine import Simulation
+from sim.engine.activity import AdaptiveBins, SpanActivity, union
+from sim.cluster.cluster import Cluster
+from sim.energy.meter import EnergyMeter
+from sim.energy.plots import power_over_time
+from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.runner import run
-from sim.scenario import load_scenario
+from sim.scenario.model import load_scenario
 from sim.workloads import kinds
 from tests.conftest import make_scenario
 

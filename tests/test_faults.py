@@ -1,15 +1,15 @@
-"""Failures, checkpoints and restarts over long horizons (kind: training_campaign, sim/faults.py), and
-stragglers (hardware.stragglers, sim/stragglers.py): hand-checked timelines, rates, invariants,
+"""Failures, checkpoints and restarts over long horizons (kind: training_campaign, sim/workloads/campaign/faults.py), and
+stragglers (hardware.stragglers, sim/cluster/stragglers.py): hand-checked timelines, rates, invariants,
 Young-Daly, and straggler delays against closed forms."""
 import math
 
 import pytest
 
-from sim.collectives import collective
+from sim.network.collectives import collective
 from sim.errors import ScenarioError
-from sim.faults import FailureCause, daly_s, young_daly_s
+from sim.workloads.campaign.faults import FailureCause, daly_s, young_daly_s
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 from tests.conftest import make_cluster
 
 HOUR, DAY = 3600.0, 86400.0

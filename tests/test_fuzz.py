@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from benchmarks import fuzz
 from sim.errors import ScenarioError
 from sim.runner import run
-from sim.scenario import load_scenario, scenario_from_dict
+from sim.scenario.model import load_scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST_BASES = ["allreduce-2x8-h100", "alltoall-fattree-oversub", "sweep-collectives-base", "ingest-dlrm-on-trainer",
@@ -122,10 +122,10 @@ def test_valid_edge_list_still_runs(tmp_path):
     None,   # the right point id, status ok, but no summary: what a half-written record would look like
 ])
 def test_sweep_resumes_over_damaged_point_records(tmp_path, damaged):
-    """sim/sweep.py `SweepStore.load`: a point file that parsed as JSON but was not a record crashed
+    """sim/studies/sweep.py `SweepStore.load`: a point file that parsed as JSON but was not a record crashed
     the resume (KeyError/TypeError, or an unwritable parquet table); damaged records now count as
     unfinished and the point runs again."""
-    from sim.sweep import plan_sweep, run_sweep
+    from sim.studies.sweep import plan_sweep, run_sweep
     base, grid = ROOT / "scenarios" / "sweep-collectives-base.yaml", {"workload.bytes": ["1 MiB"]}
     task = plan_sweep(base, grid)[0]
     (tmp_path / "points").mkdir()
@@ -137,9 +137,9 @@ def test_sweep_resumes_over_damaged_point_records(tmp_path, damaged):
 
 
 def test_trace_page_ids_beyond_int64(tmp_path):
-    """sim/memory_access.py `_integers`: 99999999999999999999 wrapped to a negative int64 page id and
+    """sim/memory/access.py `_integers`: 99999999999999999999 wrapped to a negative int64 page id and
     crashed np.bincount at run time; ids must be integers below 2^53 (exact in a float)."""
-    from sim.memory_access import load_trace
+    from sim.memory.access import load_trace
     (tmp_path / "t.csv").write_text("page,count\n1,2\n99999999999999999999\n")
     one_line_error(load_trace, tmp_path / "t.csv", match="line 3: page '99999999999999999999' is not an integer >= 0")
 
@@ -147,7 +147,7 @@ def test_trace_page_ids_beyond_int64(tmp_path):
 def test_a_huge_cluster_is_rejected_cheaply_at_load():
     """hardware_models/topology.py `check_shape` built one range per leaf/ToR to check divisibility:
     nodes x 10^6 ran out of memory while loading (MemoryError); it is arithmetic now, and
-    sim/scenario.py caps nodes (10^6) and gpus_per_node (4096) so load-time checks stay cheap."""
+    sim/scenario/model.py caps nodes (10^6) and gpus_per_node (4096) so load-time checks stay cheap."""
     import time
     base = ROOT / "scenarios" / "train-llama3-405b-16k-gpus-seq128k-cp16.yaml"
     start = time.perf_counter()

@@ -9,7 +9,7 @@
   calibration profile (entry or file, calibrated or not).
 - Output safety: results, sweep tables and validation outputs are written atomically and only
   inside the directory named; YAML is read with the safe loader only; no eval/exec/pickle of input.
-- Resource limits (sim/estimate.py): every shipped and benchmark scenario passes; an exploding one
+- Resource limits (sim/scenario/estimate.py): every shipped and benchmark scenario passes; an exploding one
   (10^9 flows, 8 GiB+) is refused up front by `run` and `dcsim check` with the estimate and a hint.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ import pytest
 import yaml
 
 from sim.errors import ScenarioError
-from sim.estimate import DEFAULT_LIMITS, Limits, enforce, estimate
+from sim.scenario.estimate import DEFAULT_LIMITS, Limits, enforce, estimate
 from sim.runner import run, scenario_sha256
-from sim.scenario import load_scenario, scenario_from_dict
+from sim.scenario.model import load_scenario, scenario_from_dict
 from sim.workloads import kinds
 from tests.test_cli import cli
 
@@ -219,7 +219,7 @@ def test_results_stay_inside_out_dir_and_leave_no_temporary_files(tmp_path):
 
 
 def test_a_failing_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
-    from sim import output
+    from sim.report import output
     target = tmp_path / "summary.json"
     output.write_json(target, {"v": 1})
 
@@ -239,7 +239,7 @@ def test_a_failing_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):
 def test_sweep_tables_are_written_atomically(tmp_path, monkeypatch):
     import pandas as pd
 
-    from sim.sweep import run_sweep
+    from sim.studies.sweep import run_sweep
     base = ROOT / "scenarios" / "sweep-collectives-base.yaml"
     run_sweep(base, grid={"workload.bytes": ["1 MiB"]}, out_dir=tmp_path, workers=1, progress=False)
     before = (tmp_path / "results.csv").read_text()
@@ -255,7 +255,7 @@ def test_sweep_tables_are_written_atomically(tmp_path, monkeypatch):
 
 
 def test_validation_writers_are_atomic(tmp_path, monkeypatch):
-    from sim import output
+    from sim.report import output
     from validation.records import load_records, save_records
     records = load_records(ROOT / "validation" / "records" / "intel-xeon-processor-1t-full.json")[:3]
     path = save_records(records, tmp_path / "records.json")
@@ -268,7 +268,7 @@ def test_validation_writers_are_atomic(tmp_path, monkeypatch):
 def test_sweep_plot_file_names_stay_in_the_sweep_directory(tmp_path):
     import pandas as pd
 
-    from sim.sweep_plots import plot_sweep_metrics
+    from sim.studies.sweep_plots import plot_sweep_metrics
     table = pd.DataFrame({"point": ["a", "b"], "status": ["ok", "ok"], "x/../../y": [1, 2], "time_s": [1.0, 2.0]})
     [path] = plot_sweep_metrics(table, ["time_s"], keys=["x/../../y"], out_dir=tmp_path)
     assert path.parent == tmp_path and path.is_file()

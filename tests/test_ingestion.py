@@ -15,10 +15,10 @@ import pytest
 
 from sim.errors import ScenarioError
 from sim.runner import run
-from sim.scenario import scenario_from_dict
-from sim.workloads.ingestion_data import TabularData
-from sim.workloads.media_pipeline import forward_time_s
-from sim.workloads.pipeline_ledger import SampleLedger, subtract, union_length
+from sim.scenario.model import scenario_from_dict
+from sim.workloads.ingestion.data import TabularData
+from sim.workloads.ingestion.media import forward_time_s
+from sim.workloads.ingestion.ledger import SampleLedger, subtract, union_length
 
 PER_PARTITION, READ_PER_SAMPLE, SENT_PER_SAMPLE = 8192, 250, 500
 

@@ -6,7 +6,7 @@ get 1/N each, the textbook two-bottleneck example gives the textbook rates, byte
 import numpy as np
 import pytest
 
-from sim.network import max_min_rates
+from sim.network.backends import max_min_rates
 from tests.conftest import make_cluster
 
 
@@ -185,7 +185,7 @@ def test_bulk_and_single_transfers_give_identical_times_and_link_bytes():
 
 
 def _ring_with_background(replay, background_at=None, nodes=6):
-    from sim.collectives import collective
+    from sim.network.collectives import collective
     c = make_cluster(nodes=nodes, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
     c.network.replay = replay
     sim, net = c.sim, c.network

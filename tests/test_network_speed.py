@@ -7,7 +7,7 @@ Each shortcut is compared with the plain computation on small cases, to float ro
   whenever its exactness check accepts, and the check rejects the cases it must reject;
 - `FlowTable` (incremental: only flows whose rate can change are refilled, bytes left kept lazily)
   vs `max_min_fair` over all live flows after every change; flows of a bundle kept in one clock
-  (sim/flow_clocks.py) finish when and as the plain table's do;
+  (sim/network/flow_clocks.py) finish when and as the plain table's do;
 - `FlowNetwork` end to end (finish times, per-link bytes) vs the same network with `plain = True`;
 - ECMP paths merged into one row with shared links summed, cached estimates, reused rows;
 - the analytical network's plain-Python path for transfers of a few link entries vs its numpy path.
@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.flow_table import FlowTable
-import sim.max_min as max_min
-import sim.network as network
-from sim.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
+from sim.network.flow_table import FlowTable
+import sim.network.max_min as max_min
+import sim.network.backends as network
+from sim.network.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
 from tests.conftest import make_cluster
 
 CASES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])

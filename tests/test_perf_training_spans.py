@@ -1,11 +1,11 @@
 """Bulk span recording (Recorder.spans) is what recording each span with Simulation.span does:
 the same rows, the same dropped count past the limit, and the same activity for the energy meter's
-SpanActivity (sim/activity.py), which takes the spans in bulk."""
+SpanActivity (sim/engine/activity.py), which takes the spans in bulk."""
 import numpy as np
 import pytest
 
-from sim.activity import SpanActivity
-from sim.engine import Simulation
+from sim.engine.activity import SpanActivity
+from sim.engine.simulation import Simulation
 
 
 def _record(bulk: bool, limit):

@@ -1,6 +1,6 @@
 """Property tests (hypothesis): invariants that must hold for *every* input, not just the examples.
 
-- Max-min fairness (sim/network.py `max_min_fair`, `max_min_rates`): no link carries more than its
+- Max-min fairness (sim/network/backends.py `max_min_fair`, `max_min_rates`): no link carries more than its
   capacity, and no flow can gain without a flow with a lower or equal rate losing. Checked twice:
   by the characterisation (every flow crosses a saturated link on which its rate is the largest)
   and straight from the definition with a linear program per flow.
@@ -8,7 +8,7 @@
   are conserved per link (the routes' share of every flow), in total and end to end; no flow
   finishes before latency + bytes / its slowest link; with and without ECMP splitting and with
   step replay on and off (identical results).
-- Collectives (sim/collectives.py): the nccl-tests closed forms over random sizes and group shapes
+- Collectives (sim/network/collectives.py): the nccl-tests closed forms over random sizes and group shapes
   on single-switch clusters, on both backends, and the bytes each op puts on the wire.
 - Workloads on small random configs: bytes and samples conserved, utilisations <= 1, spans inside
   the simulated time, breakdowns that add up, times monotone in the work.
@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from sim.collectives import collective
-from sim.network import flow_matrix, max_min_fair, max_min_rates
+from sim.network.collectives import collective
+from sim.network.backends import flow_matrix, max_min_fair, max_min_rates
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 from tests.conftest import make_cluster
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -230,7 +230,7 @@ def test_step_replay_changes_nothing(case, op):
 def test_a_transfer_starting_during_a_replayed_step():
     """Found by test_step_replay_changes_nothing: the recorded trajectory took flows that arrived at
     a breakpoint but were admitted just after its snapshot for finished ones, so a transfer starting
-    during the replay ended the step early and lost its bytes (fixed in sim/network_replay.py)."""
+    during the replay ended the step early and lost its bytes (fixed in sim/network/replay.py)."""
     flows = [(0, 0, 1000.0, 8.788336057847339e-4)]       # a local copy while the 2nd ring step replays
     plain, t_plain = run_flows({"kind": "single-switch"}, 1, 2, flows, replay=False, collective_op="all_reduce")
     fast, t_fast = run_flows({"kind": "single-switch"}, 1, 2, flows, replay=True, collective_op="all_reduce")
@@ -520,7 +520,7 @@ def test_jobs_sharing_a_cluster(placement, size, op):
 @given(st.lists(st.floats(0, 5), min_size=1, max_size=40), st.floats(0.01, 50))
 def test_event_count_is_the_number_of_events_processed(delays, stop_at):
     """`events` in summaries: SimPy's scheduled events less the queued ones equals stepping and counting."""
-    from sim.engine import Simulation
+    from sim.engine.simulation import Simulation
 
     sim = Simulation(seed=0)
     steps = 0

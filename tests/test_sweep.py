@@ -1,4 +1,4 @@
-"""Sweeps (sim/sweep.py, sim/sweep_executors.py), Pareto fronts (sim/pareto.py), sweep plots.
+"""Sweeps (sim/studies/sweep.py, sim/studies/executors.py), Pareto fronts (sim/studies/pareto.py), sweep plots.
 
 A sweep is a base scenario times a grid of `--set`-style overrides; each point is one `run`, each row
 of `results.parquet`/`results.csv` one point. These tests use a small 2x4-GPU all-reduce so that a
@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 
-import sim.sweep as sweep_module
+import sim.studies.sweep as sweep_module
 from sim.cli import main
 from sim.errors import ScenarioError
-from sim.pareto import pareto_front
-from sim.sweep import expand, flatten_metrics, parse_axis, point_id, results_frame, run_sweep
-from sim.sweep_plots import plot_metric, unit_of
+from sim.studies.pareto import pareto_front
+from sim.studies.sweep import expand, flatten_metrics, parse_axis, point_id, results_frame, run_sweep
+from sim.studies.sweep_plots import plot_metric, unit_of
 
 BASE = {
     "name": "sweep-test",

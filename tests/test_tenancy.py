@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from sim.engine import Simulation
+from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
-from sim.jobs import ClusterView, JobSimulation, parse_host_set, place_jobs
+from sim.scenario.jobs import ClusterView, JobSimulation, parse_host_set, place_jobs
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 from tests.test_cli import cli, write
 
 # 8 hosts x 8 GPUs on a three-layer Clos: 2 hosts per ToR, 4 hosts per pod, 2 pods joined by a 7:1
@@ -72,7 +72,7 @@ def test_same_seed_same_metrics():
 def test_a_job_sees_only_its_hosts():
     scenario = two_jobs("spread")
     sim = Simulation(0)
-    from sim.cluster import Cluster
+    from sim.cluster.cluster import Cluster
     cluster = Cluster.build(sim, scenario.hardware)
     view = ClusterView.of(cluster, [1, 3])
     assert view.num_gpus == 16 and view.hardware.nodes == 2 and view.hardware.num_gpus == 16

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from sim.errors import ScenarioError
-from sim.memory import PageState, Tuning, ZipfRows, advance, placement_policy
-from sim.memory_access import load_trace
-from sim.memory_placement import SLOW as SLOW_TIER
-from sim.plan_cost import CostModel
+from sim.memory.tiers import PageState, Tuning, ZipfRows, advance, placement_policy
+from sim.memory.access import load_trace
+from sim.memory.placement import SLOW as SLOW_TIER
+from sim.workloads.embedding.cost import CostModel
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 
 TRACE = [0, 1, 0, 0, 2, 0, 1, 1, 1, 1]
 EXACT = Tuning(hint_fault_fraction=1.0, watermark_low=0, watermark_high=0, demote_watermark=0, reclaim_batch_pages=1)
@@ -178,7 +178,7 @@ def test_the_embedding_hbm_cache_uses_the_shared_policies():
                          "dense": {"bottom_mlp": [13, 16], "top_mlp": [16, 1], "interaction": "dcn",
                                    "interaction_rank": 16}}}
     from sim.models.dlrm import Table
-    from sim.plan_cost import Shard
+    from sim.workloads.embedding.cost import Shard
     out = {}
     for policy in ("lru", "numa_balancing"):
         data["workload"]["sharding"] = {"cache_policy": policy}

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from sim.collectives import estimate_s, ring_schedule
-from sim.engine import Simulation
+from sim.network.collectives import estimate_s, ring_schedule
+from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.models.dit import PRESETS as DIT
 from sim.models.dit import DiTFamily
 from sim.models.training_shapes import LLMFamily
 from sim.models.transformer import PRESETS
 from sim.runner import run
-from sim.scenario import scenario_from_dict
-from sim.workloads.training_layout import Layout, streamed_ring
-from sim.workloads.training_schedule import in_flight_peak, split_layers, stage_ops
+from sim.scenario.model import scenario_from_dict
+from sim.workloads.training.layout import Layout, streamed_ring
+from sim.workloads.training.schedule import in_flight_peak, split_layers, stage_ops
 
 TINY = {"name": "tiny", "layers": 8, "hidden": 1024, "ffn": 4096, "heads": 16, "kv_heads": 4, "vocab": 32000}
 WIDE = {"name": "wide", "hidden": 1024, "ffn": 32768, "heads": 16, "kv_heads": 16, "vocab": 16}
@@ -120,7 +120,7 @@ def test_interleaving_divides_the_bubble_by_the_virtual_stages(p, m, v):
 def test_streamed_ring_takes_the_lockstep_rings_time_on_an_idle_uniform_ring():
     sc = scenario({"parallelism": {"tp": 1, "dp": 8}, "global_batch_size": 8}, nodes=8, gpus_per_node=1,
                   network="analytical")
-    from sim.cluster import Cluster
+    from sim.cluster.cluster import Cluster
 
     def streamed(sim, network, flows, fill):
         yield network.transfer_many(flows)
@@ -204,7 +204,7 @@ def test_auto_fidelity_picks_only_exact_shortcuts():
 def test_ranks_map_tp_innermost_then_cp_pp_dp():
     sc = scenario({"parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 2}, "global_batch_size": 4}, nodes=4,
                   gpus_per_node=4)
-    from sim.cluster import Cluster
+    from sim.cluster.cluster import Cluster
     cluster = Cluster.build(Simulation(), sc.hardware)
     lay = Layout(cluster, 2, 2, 2, 2)
     rank = {d.node: r for r, d in enumerate(cluster.devices)}

@@ -164,7 +164,7 @@ def test_link_fit_recovers_latency_and_bandwidth_from_send_recv_and_all_reduce()
 
 def test_profiles_are_catalog_yaml_a_scenario_names_by_path(tmp_path):
     from sim.runner import run
-    from sim.scenario import load_scenario
+    from sim.scenario.model import load_scenario
     cal = calibrate(synthetic_primitives() + link_primitives(), NOMINAL, "test-cpu-1t", tmp_path / "profiles")
     assert DeviceSpec.model_validate(yaml.safe_load(cal.device_path.read_text())) == cal.device
     scenario = {"name": "gemm-on-profile", "hardware": {"gpu": "profiles/test-cpu-1t.yaml", "gpus_per_node": 1,

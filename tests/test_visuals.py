@@ -17,9 +17,9 @@ from PIL import Image
 from scipy import stats
 
 from sim import load_scenario, run
-from sim.bottleneck import bottleneck_report, critical_path, summary_rows
-from sim.resources import busy_by_resource, resource_of, tier_bytes, utilisation_over_time
-from sim.trace import chrome_trace, parse_window
+from sim.report.bottleneck import bottleneck_report, critical_path, summary_rows
+from sim.report.resources import busy_by_resource, resource_of, tier_bytes, utilisation_over_time
+from sim.report.trace import chrome_trace, parse_window
 from tests.conftest import make_scenario
 
 ALLREDUCE = "scenarios/allreduce-2x8-h100.yaml"
@@ -221,7 +221,7 @@ def test_generic_plots_label_their_axes(ring_nic_bound, tmp_path):
 
 
 def test_kind_specific_plots_draw_from_metrics(tmp_path):
-    from sim.plot_workloads import cp_breakdown, cp_scaling, embedding_load, ingestion_buffers, plan_load
+    from sim.report.workload_plots import cp_breakdown, cp_scaling, embedding_load, ingestion_buffers, plan_load
     bd = {"dense": 1.0, "attention": 2.0, "merge": 0.1, "ring_exposed": 0.2, "tp_allreduce": 0.7, "total": 4.0}
     fig = cp_breakdown({"prefill_breakdown_s": bd, "ring_algorithm": "pass-kv", "tp": 8, "cp": 2,
                         "ring_steps": [{"step": 0, "attention_s": 1.0, "exposed_s": 0.0, "send_s": 0.5}]},
@@ -244,7 +244,7 @@ def test_kind_specific_plots_draw_from_metrics(tmp_path):
 
 
 def test_trace_screenshot_renders_hosts_and_lanes(ring_nic_bound, tmp_path):
-    from sim.trace_view import render_trace
+    from sim.report.trace_view import render_trace
     fig = render_trace(chrome_trace(ring_nic_bound.spans), max_lanes=6)
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert labels[0] == "host 0" and sum(not lab.startswith("   ") for lab in labels) >= 1
@@ -253,7 +253,7 @@ def test_trace_screenshot_renders_hosts_and_lanes(ring_nic_bound, tmp_path):
 
 # ---- seeds, progress, reference docs -------------------------------------------------------------
 def test_confidence_interval_is_the_student_t_interval():
-    from sim.seeds import confidence_summary
+    from sim.studies.seeds import confidence_summary
     summary = confidence_summary(pd.DataFrame({"x": [1.0, 2.0, 3.0], "const": [5.0, 5.0, 5.0]}))
     half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
     assert summary.loc["x", "mean"] == 2.0
@@ -262,7 +262,7 @@ def test_confidence_interval_is_the_student_t_interval():
 
 
 def test_run_seeds_gives_one_row_per_seed():
-    from sim.seeds import run_seeds
+    from sim.studies.seeds import run_seeds
     scenario = make_scenario({"kind": "collective", "bytes": "1 MiB"})
     per_seed, summary = run_seeds(scenario, seeds=[0, 1])
     assert list(per_seed.index) == [0, 1] and summary.loc["time_s", "n"] == 2
@@ -270,7 +270,7 @@ def test_run_seeds_gives_one_row_per_seed():
 
 
 def test_progress_bar_does_not_change_the_run(capsys):
-    from sim.progress import progress_enabled
+    from sim.engine.progress import progress_enabled
     scenario = load_scenario(ALLREDUCE, ["workload.bytes=16MiB"])
     quiet, shown = run(scenario), run(scenario, progress=True)
     assert quiet.metrics == shown.metrics and quiet.events == shown.events
@@ -281,7 +281,7 @@ def test_progress_bar_does_not_change_the_run(capsys):
 def test_scenario_reference_page_is_up_to_date():
     from pathlib import Path
 
-    from sim.schema_doc import scenario_reference_markdown
+    from sim.scenario.schema_doc import scenario_reference_markdown
     from sim.workloads import kinds
     page = scenario_reference_markdown()
     committed = (Path(__file__).parent.parent / "docs" / "scenario-reference.md").read_text()
@@ -292,7 +292,7 @@ def test_scenario_reference_page_is_up_to_date():
 
 
 def test_topology_drawing_aggregates_large_clusters():
-    from sim.plot_topology import aggregate, node_groups
+    from sim.report.plot_topology import aggregate, node_groups
     result = run(load_scenario(FATTREE, ["hardware.nodes=64", "hardware.topology={kind: rail-optimized, spines: 4}",
                                          "workload.bytes=1MiB", "network_model=analytical"]))
     topo = result.cluster.topology

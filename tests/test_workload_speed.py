@@ -4,9 +4,9 @@ metrics pinned before it existed) on small cases.
 - Ingestion (sim/workloads/pipeline*.py): trainer credits granted through a heap of per-worker
   candidates, windowed link bytes counted in bulk. Pinned: metrics of small DLRM (with faults) and
   video-curation runs, recorded with the code before these changes.
-- Energy (sim/activity.py, sim/energy.py): link traffic binned in batches; GPUs' open comm intervals
+- Energy (sim/engine/activity.py, sim/energy/meter.py): link traffic binned in batches; GPUs' open comm intervals
   folded in vectorised batches; the end-to-end energy of a run either way.
-- cp_inference (sim/workloads/cp_replay.py): one recorded layer replayed for the others, against
+- cp_inference (sim/workloads/cp_inference/replay.py): one recorded layer replayed for the others, against
   simulating every layer (metrics, spans, link table), also where the span recorder fills up midway.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 
 # ---- ingestion: metrics pinned before the speed-ups -----------------------------------------------
 
@@ -118,7 +118,7 @@ def test_credits_go_where_a_scan_of_every_waiting_request_sends_them():
     """Credits: fewest slots held first, then first come - the heap gives the scan's order."""
     import simpy
 
-    from sim.workloads.pipeline_parts import Credits
+    from sim.workloads.ingestion.parts import Credits
     rng = np.random.default_rng(1)
     env = simpy.Environment()
     credits = Credits(env)
@@ -172,7 +172,7 @@ def _random_traffic(rng, links: int, calls: int):
 
 
 def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
-    from sim.activity import AdaptiveBins
+    from sim.engine.activity import AdaptiveBins
     rng = np.random.default_rng(4)
     bins = AdaptiveBins(3, 16)
     t0 = rng.uniform(0, 1e-7, 50)
@@ -189,7 +189,7 @@ def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
 
 
 def test_link_traffic_binned_in_batches_equals_binning_every_call():
-    from sim.activity import AdaptiveBins, LinkTraffic
+    from sim.engine.activity import AdaptiveBins, LinkTraffic
     rng = np.random.default_rng(2)
     links = 40
     rows = rng.integers(0, 5, (links, 2))
@@ -210,7 +210,7 @@ def test_link_traffic_binned_in_batches_equals_binning_every_call():
 
 
 def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_turn():
-    from sim.activity import OpenIntervals
+    from sim.engine.activity import OpenIntervals
     rng = np.random.default_rng(3)
     n, emitted, expected = 80, [], []
     everyone = np.arange(n)                                 # a collective step on every GPU, again and again
@@ -247,11 +247,11 @@ def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_tu
 
 def test_point_to_point_gpu_comm_intervals_equal_the_array_path(monkeypatch):
     """Energy of a run whose transfers all take the scalar path, against the array path for all."""
-    import sim.energy
+    import sim.energy.meter
     data = ingestion_case("dlrm-faults/flow")
     data["workload"].update(duration_s=16, faults=[])
     scalar = run(scenario_from_dict(data)).metrics
-    monkeypatch.setattr(sim.energy, "_FEW_ENDPOINTS", 0)
+    monkeypatch.setattr(sim.energy.meter, "_FEW_ENDPOINTS", 0)
     arrays = run(scenario_from_dict(data)).metrics
     assert scalar["energy_j_by_class"]["gpu"] > 0
     for key in ("energy_j", "peak_power_w", "cluster_power_swing_w_per_s"):
@@ -290,7 +290,7 @@ def _assert_same(a, b, path=""):
 
 
 def _simulated_every_layer(monkeypatch, scenario):
-    from sim.workloads.cp_replay import LayerRecording
+    from sim.workloads.cp_inference.replay import LayerRecording
     with monkeypatch.context() as m:
         m.setattr(LayerRecording, "replayable", lambda self, layers: 0)     # record, never replay
         return run(scenario)

@@ -25,7 +25,7 @@ at once (context parallelism): on a CPU the cores share caches and memory bandwi
 
 Link model (hardware_models/nic.py): latency `a` and bandwidth `B` from the 2-process `send_recv`
 (a + S/B: both ranks send S at once over a full-duplex link) and `all_reduce` records (2-rank ring:
-2 steps of S/2, so 2a + S/B - the schedule sim/collectives.py runs). `all_to_all` is held out.
+2 steps of S/2, so 2a + S/B - the schedule sim/network/collectives.py runs). `all_to_all` is held out.
 
 `write_profile` stores the fitted device and link as catalog-format YAML files that a scenario names
 by path (`hardware: {gpu: validation/profiles/<device>.yaml, nic: .../<device>-link.yaml}`).
@@ -191,7 +191,7 @@ def fit_device(records: list, nominal: dict, name: str) -> DeviceFit:
 # ---- link -----------------------------------------------------------------------------------
 
 def link_time_s(workload: str, nbytes: float, latency_s: float, bytes_per_s: float) -> float:
-    """2-rank schedules of sim/collectives.py on one full-duplex link (uncontended)."""
+    """2-rank schedules of sim/network/collectives.py on one full-duplex link (uncontended)."""
     steps = {"send_recv": 1, "all_reduce": 2, "all_to_all": 1}[workload]
     per_step_bytes = {"send_recv": nbytes, "all_reduce": nbytes / 2, "all_to_all": nbytes / 2}[workload]
     return steps * (latency_s + per_step_bytes / bytes_per_s)
@@ -230,7 +230,7 @@ def write_spec(spec, path: str | Path, header: str) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(_clean(spec.model_dump(mode="json")), sort_keys=False, width=120)
-    from sim.output import write_text            # atomic: temp file + rename
+    from sim.report.output import write_text            # atomic: temp file + rename
     write_text(p, "".join(f"# {line}\n" for line in header.splitlines()) + body)
     return p
 

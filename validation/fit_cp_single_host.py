@@ -28,7 +28,7 @@ from scipy.optimize import least_squares
 
 from hardware_models import catalog
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 
 BASE = "h100-96gb-500w"
 CALIBRATED = "h100-96gb-500w-cp-calibrated"

@@ -2,8 +2,8 @@
 
 Used only when the dedicated workload module (cp_inference, ingestion, embedding_training) is not in
 `sim.workloads.MODULES`. Each composition is still a real SimPy run on the calibrated cluster: its
-kernels run on `sim.compute.Device` streams (cost from the calibrated DeviceSpec) and its messages
-are flows on the calibrated link (`sim.network`), so overlap and serialisation come from the
+kernels run on `sim.engine.compute.Device` streams (cost from the calibrated DeviceSpec) and its messages
+are flows on the calibrated link (`sim.network.backends`), so overlap and serialisation come from the
 simulation, not from a closed formula.
 
 - `transformer(hw, cfg, cp, ring)`: per layer and CP rank, norm / QKV / attention per chunk pair /
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import simpy
 
-from sim.cluster import Cluster
-from sim.engine import Simulation
-from sim.scenario import HardwareConfig
+from sim.cluster.cluster import Cluster
+from sim.engine.simulation import Simulation
+from sim.scenario.model import HardwareConfig
 
 F32 = 4
 

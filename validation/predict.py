@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from sim.runner import run
-from sim.scenario import scenario_from_dict
+from sim.scenario.model import scenario_from_dict
 from sim.workloads import kinds, module_for
 from validation import kernel_sim
 from validation.calibrate import Calibration, primitive_time_s
@@ -84,7 +84,7 @@ class Predictor:
             if path is not None and spec is not None and shown["hardware"].get(key) == spec.model_dump(mode="json"):
                 shown["hardware"][key] = str(Path(path).resolve())
         fname = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".yaml"
-        from sim.output import write_text        # atomic: temp file + rename
+        from sim.report.output import write_text        # atomic: temp file + rename
         write_text(self.scenario_dir / fname, yaml.safe_dump(shown, sort_keys=False))
 
     # ---- per workload ---------------------------------------------------------------------------

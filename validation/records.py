@@ -104,7 +104,7 @@ def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] |
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = RecordSet(meta=meta or {}, records=records).model_dump(mode="json")
-    from sim.output import write_text            # atomic: temp file + rename (lazy: sim.output draws plots)
+    from sim.report.output import write_text            # atomic: temp file + rename (lazy: sim.report.output draws plots)
     write_text(p, yaml.safe_dump(data, sort_keys=False) if p.suffix in (".yaml", ".yml") else json.dumps(data, indent=1))
     return p
 

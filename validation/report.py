@@ -110,7 +110,7 @@ def scatter_plot(cases: list, path, title: str = "dcsim validate: predicted vs m
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
-    from sim.output import atomic_path          # atomic: temp file + rename
+    from sim.report.output import atomic_path          # atomic: temp file + rename
     with atomic_path(Path(path)) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

@@ -9,9 +9,9 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
-from sim.workloads import collective, cp_inference, embedding, fault_campaign, ingestion, tiered_memory, training
+from sim.workloads import campaign, collective, cp_inference, embedding, ingestion, tiered_memory, training
 
-MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding, fault_campaign, training,
+MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding, campaign, training,
                                    tiered_memory)
 
 _BY_KIND = {m.Config.model_fields["kind"].annotation.__args__[0]: m for m in MODULES}

@@ -1,0 +1,390 @@
+"""Power, energy and cost of a run, from activity: every workload kind, no per-workload code.
+
+Power model (each component: idle power all run long, plus a dynamic part driven by activity):
+- GPU: idle + (max - idle) x a, with a = 1 while a compute kernel runs, `gpu_comm_activity`
+  while it only communicates, 0 otherwise (max = TDP, or the `power_cap`). Activity comes from the
+  spans on the device (or on its host `h{i}` for host-level spans such as a trainer's step):
+  category `comm` = communicating, `stall`/`idle`/`wait`/`fault` = nothing, anything else = compute.
+  A network transfer also makes both its sender and its receiver GPUs communicate from its start
+  until their last flow is delivered. Compute and comm are merged exactly per device (overlap
+  counts once, at compute power).
+- Host CPUs: idle + (max - idle) per core x busy cores: spans on track `cpu` of `h{i}`, `h{i}/cpu`
+  or a pool host, each occupying `units` cores (Simulation.span's `units`, default 1). The
+  core-seconds are exact; within a span burst they are spread evenly.
+- Host DRAM (when no `ddr` tier is listed) follows the host's CPU utilisation; the GPU server's
+  chassis (fans, PSU loss, NVSwitch board) follows its GPUs' mean activity; a pool host's board
+  follows its core utilisation.
+- NICs, scale-up ports, host links, switches, memory tiers and storage media: idle + power
+  proportional to the bytes they move (sim/energy/inventory.py gives joules per byte per link),
+  from the network's own accounting of every byte moved, when it moved.
+- Pool hosts (storage, preprocessing workers) draw power only if something ran on them or
+  crossed their NIC during the run (an autoscaler's never-started hosts are not provisioned).
+- Facility overhead: (pue - 1) x IT power.
+
+Exactness: activity is accumulated while the run goes (sim/engine/activity.py observers on the span
+recorder and the network), so energy is exact even when the recorder drops spans past its limit.
+Cost: the observers only buffer what they see (spans, link bytes per interval, transfers' GPUs) and
+fold it in vectorised batches; the report integrates the merged busy intervals once at the end.
+Time series: cluster power per class in up to 16,384 bins, per group (host, pool host, switch)
+in up to 256 bins; bin widths are powers of two seconds, fine enough to cover the run.
+
+Metrics (merged into every run's metrics by sim/runner.py): `energy_j`, `avg_power_w`,
+`peak_power_w` (max over the fine bins, width `power_bin_s`), `cluster_power_swing_w_per_s` (the
+largest change of cluster power within any one-second window; the whole run if shorter),
+`cost_usd` (price per hour x run time over every component), `energy_per_sample_j` /
+`energy_per_token_j` (from the workload's `samples` / `tokens` counts if it reports them, else
+from `samples_per_s` / `trainer_samples_per_s` / `tokens_per_s` as average power / rate), and
+breakdowns `energy_j_by_class` and `energy_j_by_scope` (gpu_hosts, pool.{name}, network).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+from sim.engine.activity import AdaptiveBins, LinkTraffic, OpenIntervals, SpanActivity, union
+from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
+
+FINE_BINS = 16384
+COARSE_BINS = 256
+IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
+CPU_TRACKS = frozenset({"cpu"})
+SWING_WINDOW_S = 1.0
+_FEW_ENDPOINTS = 16           # transfers with at most this many endpoints are buffered (OpenIntervals.add)
+_ROWS_BY_CONTENT_MAX = 4096   # transfers with at most this many flows are remembered by their endpoints
+_ROWS_BY_CONTENT_SETS = 1024  # ... up to this many distinct endpoint lists (<= 8M references)
+
+
+class EnergyMeter:
+    """Attach before the run (`EnergyMeter.attach`), then `report(duration_s)` after it."""
+
+    def __init__(self, sim, cluster, hardware, pools) -> None:
+        self.inv = Inventory(cluster, hardware, pools)
+        self.network = cluster.network
+        self.spans = SpanActivity()
+        self.fine = AdaptiveBins(len(CLASSES), FINE_BINS)
+        self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
+        cls, grp, coef = self.inv.link_coefficients()
+        self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
+        self._devices = list(self.inv.device_index)
+        self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
+        self._rows_by_list: dict[int, tuple] = {}          # id(srcs) -> (srcs, dsts, their GPUs' rows)
+        self._rows_by_content: dict[tuple, np.ndarray] = {}   # (srcs, dsts) as tuples -> their GPUs' rows
+        self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
+        self._comm = OpenIntervals(len(self._devices),                 # per GPU: open comm interval
+                                   lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end))
+        sim.recorder.observers.append(self.spans)
+        cluster.network.traffic_observers.append(self.traffic)
+
+    def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
+        """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
+        is delivered, as GPUs inside one collective step wait for each other.
+
+        Intervals that continue a GPU's open interval (the next step of a collective starting when
+        the last one ended) extend it instead of adding a new one, so a 16K-GPU ring all-reduce keeps
+        one interval per GPU rather than 32K."""
+        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:            # point-to-point: buffered
+            row = self._device_row
+            rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+            if rows:
+                end_s = finish_s.max().item()
+                if end_s > start_s:
+                    self._comm.add(rows, start_s, end_s)
+            return
+        uniq = self._transfer_rows(srcs, dsts)
+        if not len(uniq):
+            return
+        end_s = float(np.max(finish_s))
+        if end_s > start_s:
+            # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
+            self._comm.add_many(uniq, start_s, end_s)
+
+    def _transfer_rows(self, srcs: list[str], dsts: list[str]) -> np.ndarray:
+        """Rows of the GPUs among a transfer's endpoints, remembered for the next transfer between
+        the same endpoints: the same lists (a replayed step) or, up to _ROWS_BY_CONTENT_MAX flows,
+        equal ones (another chunk of a collective)."""
+        by_list = self._rows_by_list.get(id(srcs))
+        if by_list is not None and by_list[0] is srcs and by_list[1] is dsts:
+            return by_list[2]
+        key = (tuple(srcs), tuple(dsts)) if len(srcs) <= _ROWS_BY_CONTENT_MAX else None
+        uniq = self._rows_by_content.get(key) if key is not None else None
+        if uniq is None:
+            row = self._device_row
+            rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
+                               count=len(srcs) + len(dsts))
+            uniq = np.unique(rows[rows >= 0])
+            if key is not None:
+                if len(self._rows_by_content) >= _ROWS_BY_CONTENT_SETS:
+                    self._rows_by_content.clear()       # bounded memory; a later transfer looks up again
+                self._rows_by_content[key] = uniq
+        if len(srcs) > 64:
+            self._rows_by_list[id(srcs)] = (srcs, dsts, uniq)
+        return uniq
+
+    @classmethod
+    def attach(cls, sim, cluster, scenario) -> EnergyMeter:
+        return cls(sim, cluster, scenario.hardware, scenario.workload.host_pools(scenario.hardware))
+
+    # ---- after the run ------------------------------------------------------------------------
+    def report(self, duration_s: float) -> PowerReport:
+        inv = self.inv
+        if hasattr(self.network, "flush"):                 # flows still running at the end: bytes so far
+            self.network.flush()
+        self.traffic.flush()                               # bin the buffered traffic
+        for bins in (self.fine, self.coarse):
+            bins.fit(duration_s)
+        fine = AdaptiveBins(len(CLASSES), FINE_BINS, self.fine.width_s)
+        coarse = AdaptiveBins(len(inv.groups), COARSE_BINS, self.coarse.width_s)
+        self._comm.close()
+        key_ids, start, end = self.spans.intervals()        # disjoint per (component, track, category)
+        targets = [self._target(k) for k in self.spans.keys]
+        active = self._active_groups(targets)
+        self._gpu_activity(targets, key_ids, start, end, fine, coarse)
+        self._cpu_activity(targets, key_ids, start, end, fine, coarse)
+        idle = [(gi, g) for gi, g in enumerate(inv.groups) if g.kind != "pool_host" or gi in active]
+        fine.spread([CLASS_ROW[c] for _, g in idle for c in g.idle_w], 0.0, duration_s,
+                    [w * duration_s for _, g in idle for w in g.idle_w.values()])
+        coarse.spread([gi for gi, _ in idle], 0.0, duration_s, [sum(g.idle_w.values()) * duration_s for _, g in idle])
+        class_j = self.fine.values() + fine.values()
+        group_j = self.coarse.values() + coarse.values()
+        pue = inv.site.pue
+        class_j[CLASS_ROW["facility"]] = (pue - 1.0) * class_j.sum(axis=0)
+        group_j *= pue
+        price = np.array([sum(g.price_per_hour.values()) if (g.kind != "pool_host" or i in active) else 0.0
+                          for i, g in enumerate(inv.groups)])
+        return PowerReport(duration_s, self.fine.width_s, class_j, self.coarse.width_s, group_j, inv,
+                           price * duration_s / 3600.0, self.spans.spans)
+
+    def _target(self, key: tuple[str, str, str]):
+        """What a span key drives: ('gpu', state, [device rows]), ('pool_gpu', state, component, group),
+        ('cpu', group), ('touch', group) (marks a pool host as used) or None."""
+        component, track, category = key
+        inv = self.inv
+        if category in IDLE_CATEGORIES:
+            return None
+        state = 1 if category == "comm" else 0
+        if component in inv.device_index:
+            return ("gpu", state, [inv.device_index[component]])
+        host = inv.gpu_host_of(component)
+        if host is not None:
+            if track in CPU_TRACKS:
+                return ("cpu", inv.group_index[component])
+            if state == 1:
+                return None                   # host-level sends: NIC power comes from the traffic
+            return ("gpu", 0, [inv.device_index[d] for d in inv.topology.hosts[host]])
+        head, _, rest = component.partition("/")
+        if component.endswith("/cpu") and inv.gpu_host_of(head) is not None:
+            return ("cpu", inv.group_index[head]) if state == 0 else None
+        if head in inv.pool_of:
+            group = inv.group_index[head]
+            if rest.startswith("g") and rest[1:].isdigit():
+                return ("pool_gpu", state, component, group)
+            if not rest and track in CPU_TRACKS and state == 0:
+                return ("cpu", group)
+            return ("touch", group)
+        return None
+
+    def _active_groups(self, targets) -> set[int]:
+        inv, active = self.inv, set()
+        for t in targets:
+            if t is not None and t[0] in ("cpu", "touch"):
+                active.add(t[1])
+            elif t is not None and t[0] == "pool_gpu":
+                active.add(t[3])
+        topo = inv.topology
+        for l in np.flatnonzero(self.network.link_bytes):
+            for node in (topo.link_src[l], topo.link_dst[l]):
+                head = node.split("/")[0]
+                if head in inv.pool_of:
+                    active.add(inv.group_index[head])
+        return active
+
+    def _gpu_activity(self, targets, key_ids, start, end, fine, coarse) -> None:
+        """Per GPU: exact compute / comm-only segments -> GPU and chassis energy."""
+        inv = self.inv
+        n_dev = len(inv.device_index)
+        host_group = [inv.group_index[f"h{h}"] for h in range(len(inv.topology.hosts))]
+        dev_group = [host_group[inv.cluster.devices[r].host] for r in range(n_dev)]
+        pool_gpus: dict[str, int] = {}
+        rows_of_key: dict[int, tuple[int, list[int]]] = {}
+        for k, t in enumerate(targets):
+            if t is None:
+                continue
+            if t[0] == "gpu":
+                rows_of_key[k] = (t[1], t[2])
+            elif t[0] == "pool_gpu":
+                if t[2] not in pool_gpus:
+                    pool_gpus[t[2]] = n_dev + len(pool_gpus)
+                    dev_group.append(t[3])
+                    inv.add_pool_gpu(t[2], inv.groups[t[3]].name)
+                rows_of_key[k] = (t[1], [pool_gpus[t[2]]])
+        # key -> its devices as CSR (host-level keys fan out to every GPU of the host)
+        counts = np.zeros(len(targets), dtype=np.int64)
+        key_state = np.zeros(len(targets), dtype=np.int64)
+        keys = list(rows_of_key)                           # ascending, as filled
+        counts[keys] = [len(rows) for _, rows in rows_of_key.values()]
+        key_state[keys] = [state for state, _ in rows_of_key.values()]
+        ptr = np.r_[0, np.cumsum(counts)]
+        flat = np.array([d for _, rows in rows_of_key.values() for d in rows], dtype=np.int64)
+        sel = counts[key_ids] > 0 if len(key_ids) else np.zeros(0, dtype=bool)
+        if not sel.any():
+            return
+        k_sel, s_sel, e_sel = key_ids[sel], start[sel], end[sel]
+        reps = counts[k_sel]
+        first = np.repeat(np.cumsum(reps) - reps, reps)
+        device = flat[np.repeat(ptr[k_sel], reps) + np.arange(int(reps.sum())) - first]
+        state = key_state[np.repeat(k_sel, reps)]
+        dev, s, e = union(device * 2 + state, np.repeat(s_sel, reps), np.repeat(e_sel, reps))
+        d, st = dev // 2, dev % 2
+        # sweep-line per device: counters of open compute / comm intervals between events
+        t = np.r_[s, e]
+        dd = np.r_[d, d]
+        dc = np.r_[np.where(st == 0, 1, 0), np.where(st == 0, -1, 0)]
+        dm = np.r_[np.where(st == 1, 1, 0), np.where(st == 1, -1, 0)]
+        order = np.lexsort((t, dd))
+        t, dd, c, m = t[order], dd[order], np.cumsum(dc[order]), np.cumsum(dm[order])
+        same = dd[1:] == dd[:-1]
+        t0, t1, dev_seg = t[:-1][same], t[1:][same], dd[:-1][same]
+        activity = np.where(c[:-1][same] > 0, 1.0, np.where(m[:-1][same] > 0, inv.site.gpu_comm_activity, 0.0))
+        busy = (activity > 0) & (t1 > t0)
+        t0, t1, dev_seg, activity = t0[busy], t1[busy], dev_seg[busy], activity[busy]
+        gpu_j = activity * inv.gpu_dynamic_w * (t1 - t0)
+        groups = np.asarray(dev_group)[dev_seg]
+        fine.spread(np.full(len(t0), CLASS_ROW["gpu"]), t0, t1, gpu_j)
+        coarse.spread(groups, t0, t1, gpu_j)
+        on_gpu_host = dev_seg < n_dev
+        if on_gpu_host.any():
+            per_gpu = dynamic_w(inv.site.gpu_host) / max(len(inv.topology.hosts[0]), 1)
+            chassis_j = (activity * per_gpu * (t1 - t0))[on_gpu_host]
+            fine.spread(np.full(len(chassis_j), CLASS_ROW["chassis"]), t0[on_gpu_host], t1[on_gpu_host], chassis_j)
+            coarse.spread(groups[on_gpu_host], t0[on_gpu_host], t1[on_gpu_host], chassis_j)
+
+    def _cpu_activity(self, targets, key_ids, start, end, fine, coarse) -> None:
+        """Core-seconds per CPU key, spread over its busy intervals -> CPU, DRAM and board energy."""
+        inv = self.inv
+        bounds = np.searchsorted(key_ids, np.arange(len(targets) + 1))      # key_ids is sorted (union)
+        parts_of = {"fine": [], "coarse": []}                                 # (rows, start, end, joules)
+        for k, t in enumerate(targets):
+            if t is None or t[0] != "cpu":
+                continue
+            s, e = start[bounds[k]:bounds[k + 1]], end[bounds[k]:bounds[k + 1]]
+            busy_s = float((e - s).sum())
+            if busy_s <= 0:
+                continue
+            group = inv.groups[t[1]]
+            cores = inv.host_cores if group.kind == "gpu_host" else inv.pool_cores(group.name)
+            core_s = min(self.spans.unit_s[k], cores * busy_s)
+            parts = [("cpu", inv.cpu_core_dynamic_w() * core_s)]
+            if group.kind == "gpu_host" and inv.ddr_tier is None:
+                parts.append(("dram", dynamic_w(inv.site.host_dram) * core_s / cores))
+            if group.kind == "pool_host":
+                parts.append(("chassis", dynamic_w(inv.site.cpu_host) * core_s / cores))
+            for cls, joules in parts:
+                amounts = joules * (e - s) / busy_s
+                parts_of["fine"].append((np.full(len(s), CLASS_ROW[cls]), s, e, amounts))
+                parts_of["coarse"].append((np.full(len(s), t[1]), s, e, amounts))
+        for bins, parts in ((fine, parts_of["fine"]), (coarse, parts_of["coarse"])):
+            if parts:                                      # one spread for every key's intervals
+                bins.spread(*(np.concatenate(column) for column in zip(*parts)))
+
+
+@dataclass
+class PowerReport:
+    """Energy per class over time (fine bins) and per group (coarse bins) of one run."""
+    duration_s: float
+    bin_s: float
+    class_j: np.ndarray              # classes x FINE_BINS joules
+    group_bin_s: float
+    group_j: np.ndarray              # groups x COARSE_BINS joules
+    inventory: Inventory
+    group_cost_usd: np.ndarray
+    spans_seen: int
+
+    # ---- series ---------------------------------------------------------------------------
+    def _series(self, joules: np.ndarray, width: float) -> tuple[np.ndarray, np.ndarray]:
+        n = max(int(np.ceil(self.duration_s / width - 1e-9)), 1)
+        lengths = np.full(n, width)
+        lengths[-1] = max(self.duration_s - (n - 1) * width, 0.0) or width
+        return np.arange(n) * width, joules[..., :n] / lengths
+
+    def class_power(self) -> pd.DataFrame:
+        """Cluster power per class (W) over time: index `t_s` (bin start), one column per class."""
+        t, watts = self._series(self.class_j, self.bin_s)
+        return pd.DataFrame(watts.T, index=pd.Index(t, name="t_s"), columns=list(CLASSES))
+
+    def cluster_power_w(self) -> np.ndarray:
+        """Cluster power (W) per fine bin: `class_power()` summed over the classes."""
+        return self._series(self.class_j, self.bin_s)[1].sum(axis=0)
+
+    def group_power(self) -> pd.DataFrame:
+        """Power per group (host, pool host, switch) in W over the coarse bins."""
+        t, watts = self._series(self.group_j, self.group_bin_s)
+        names = [g.name for g in self.inventory.groups]
+        return pd.DataFrame(watts.T, index=pd.Index(t, name="t_s"), columns=names)
+
+    def rack_power(self) -> pd.DataFrame:
+        """Power per rack (W): hosts under one first-hop switch plus that switch; pools; `network`."""
+        groups = self.group_power()
+        racks = [g.rack for g in self.inventory.groups]
+        return groups.T.groupby(racks, sort=True).sum().T
+
+    def group_energy(self) -> pd.DataFrame:
+        inv = self.inventory
+        n = self._series(self.group_j, self.group_bin_s)[0].size
+        return pd.DataFrame({"group": [g.name for g in inv.groups], "kind": [g.kind for g in inv.groups],
+                             "rack": [g.rack for g in inv.groups], "energy_j": self.group_j[:, :n].sum(axis=1),
+                             "cost_usd": self.group_cost_usd})
+
+    # ---- scalars --------------------------------------------------------------------------
+    @property
+    def energy_j(self) -> float:
+        n = self._series(self.class_j, self.bin_s)[0].size
+        return float(self.class_j[:, :n].sum())
+
+    def swing_w(self, window_s: float = SWING_WINDOW_S) -> float:
+        """Largest |P(t2) - P(t1)| with |t2 - t1| <= window_s over the fine series."""
+        p = self.cluster_power_w()
+        size = min(int(window_s / self.bin_s) + 1, len(p))
+        if size <= 1:
+            return 0.0
+        return float((maximum_filter1d(p, size, mode="nearest") - minimum_filter1d(p, size, mode="nearest")).max())
+
+    def metrics(self, workload_metrics: dict | None = None) -> dict:
+        wm = workload_metrics or {}
+        inv = self.inventory
+        energy = self.energy_j
+        power = self.cluster_power_w()
+        avg = energy / self.duration_s if self.duration_s > 0 else 0.0
+        n = self._series(self.class_j, self.bin_s)[0].size
+        scope: dict[str, float] = {}
+        for g, j in zip(inv.groups, self.group_j[:, :n].sum(axis=1)):
+            name = "gpu_hosts" if g.kind == "gpu_host" else f"pool.{g.pool}" if g.kind == "pool_host" else "network"
+            scope[name] = scope.get(name, 0.0) + float(j)
+        out = {"energy_j": energy, "avg_power_w": avg, "peak_power_w": float(power.max()) if len(power) else 0.0,
+               "cluster_power_swing_w_per_s": self.swing_w(), "power_bin_s": self.bin_s,
+               "cost_usd": float(self.group_cost_usd.sum()),
+               "energy_j_by_class": {c: float(self.class_j[i, :n].sum()) for i, c in enumerate(CLASSES)},
+               "energy_j_by_scope": scope}
+        out.update(per_unit_energy(wm, energy, avg))
+        return out
+
+
+def per_unit_energy(metrics: dict, energy_j: float, avg_power_w: float) -> dict:
+    """energy_per_sample_j / energy_per_token_j from a workload's counts (or rates)."""
+    out = {}
+    for unit, counts, rates in (("sample", ("samples",), ("samples_per_s", "trainer_samples_per_s")),
+                                ("token", ("tokens",), ("tokens_per_s",))):
+        count = next((metrics[c] for c in counts if _positive(metrics.get(c))), None)
+        if count is not None:
+            out[f"energy_per_{unit}_j"] = energy_j / float(count)
+            continue
+        rate = next((metrics[r] for r in rates if _positive(metrics.get(r))), None)
+        if rate is not None:
+            out[f"energy_per_{unit}_j"] = avg_power_w / float(rate)
+    return out
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

@@ -1,0 +1,8 @@
+"""Time: the simulation core and what runs on it.
+
+- `simulation`: `Simulation` owns the SimPy clock, the random generator, the id counters and the
+  span recorder of one run (no module-level state: two simulations never influence each other).
+- `compute`: device streams (a GPU runs one kernel at a time per stream).
+- `activity`: exact busy time, bytes and FLOPs per component, independent of the recorder's cap.
+- `progress`: driving a run to completion with an optional progress bar.
+"""

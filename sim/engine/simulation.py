@@ -1,0 +1,120 @@
+"""The simulation core: one `Simulation` owns the clock, the randomness, the id counters and the
+recorder, so two simulations in one process never influence each other.
+
+- `Simulation.env` is a SimPy environment that counts the events it processes.
+- `Simulation.rng(name)` returns a numpy Generator seeded from (scenario seed, name): every random
+  process draws from its own named substream, so adding a new random process does not shift the
+  numbers another one sees.
+- `Simulation.next_id(kind)` hands out ids per kind (flows, kernels, splits ...).
+- `Recorder` stores spans (component, track, name, start, end, bytes, flop): what ran where and
+  when (`span` records one, `spans` many at once). Metrics, plots and the Chrome trace are all
+  derived from these spans.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+import pandas as pd
+import simpy
+
+SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"]
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that reports how many events it processed (for events/s and `events` in
+    summaries), at no cost per event: events scheduled (SimPy's event id counter) less those still
+    queued. (An event that stops `run(until=...)` is queued again by SimPy and still counts once.)"""
+
+    @property
+    def events_processed(self) -> int:
+        scheduled = self._eid.__reduce__()[1][0]          # itertools.count's next value
+        return scheduled - len(self._queue)
+
+
+@dataclass
+class Recorder:
+    """Spans of activity. `limit` caps how many are kept (None: all); totals stay exact."""
+    limit: int | None = None
+    rows: list[tuple] = field(default_factory=list)
+    dropped: int = 0
+    # callables(component, track, category, start_s, end_s, units) that see every span, kept or
+    # dropped, so activity accounting (sim/engine/activity.py) stays exact past `limit`
+    observers: list = field(default_factory=list)
+
+    def span(self, component: str, track: str, name: str, start_s: float, end_s: float,
+             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+        for observe in self.observers:
+            observe(component, track, category, start_s, end_s, units)
+        if self.limit is not None and len(self.rows) >= self.limit:
+            self.dropped += 1
+            return
+        self.rows.append((component, track, name, start_s, end_s, nbytes, flop, category))
+
+    def spans(self, components: list[str], tracks, names: list[str], start_s, end_s, nbytes=0.0,
+              category: str = "") -> None:
+        """Many one-unit spans at once: what `span` per component does, in order, without the per-span
+        calls (`tracks`, `start_s`, `end_s`, `nbytes`: one value for all or one per span). Observers
+        with `observe_many` (sim/engine/activity.py SpanActivity) take them in bulk."""
+        components, names, n = list(components), list(names), len(components)
+        tracks = [tracks] * n if isinstance(tracks, str) else list(tracks)
+        starts, ends, sizes = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (start_s, end_s, nbytes))
+        for observe in self.observers:
+            bulk = getattr(observe, "observe_many", None)      # optional part of the observer interface
+            if bulk is not None:
+                bulk(components, tracks, category, starts, ends)
+                continue
+            for c, t, s, e in zip(components, tracks, starts.tolist(), ends.tolist()):
+                observe(c, t, category, s, e, 1.0)
+        keep = n if self.limit is None else max(0, min(n, self.limit - len(self.rows)))
+        self.dropped += n - keep
+        self.rows.extend(zip(components[:keep], tracks[:keep], names[:keep], starts[:keep].tolist(),
+                             ends[:keep].tolist(), sizes[:keep].tolist(), [0.0] * keep, [category] * keep))
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
+        df["duration_s"] = df["end_s"] - df["start_s"]
+        return df
+
+
+class Simulation:
+    """Clock, randomness, ids and recorder of one simulated run."""
+
+    def __init__(self, seed: int = 0, span_limit: int | None = 200_000) -> None:
+        self.seed = int(seed)
+        self.env = CountingEnvironment()
+        self.recorder = Recorder(limit=span_limit)
+        self._counters: dict[str, count] = defaultdict(count)
+        self._rngs: dict[str, np.random.Generator] = {}
+
+    @property
+    def now(self) -> float:
+        return self.env.now
+
+    def rng(self, name: str) -> np.random.Generator:
+        """The random substream `name`, seeded from the scenario seed and the name."""
+        if name not in self._rngs:
+            digest = hashlib.sha256(f"{self.seed}/{name}".encode()).digest()
+            self._rngs[name] = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        return self._rngs[name]
+
+    def next_id(self, kind: str) -> int:
+        return next(self._counters[kind])
+
+    def span(self, component: str, track: str, name: str, start_s: float, end_s: float | None = None,
+             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+        """Record activity; `units` = parallel resources it occupies (e.g. CPU cores), for accounting."""
+        self.recorder.span(component, track, name, start_s, self.env.now if end_s is None else end_s,
+                           nbytes, flop, category, units)
+
+    def process(self, generator):
+        return self.env.process(generator)
+
+    def timeout(self, delay: float):
+        return self.env.timeout(delay)
+
+    def all_of(self, events):
+        return self.env.all_of(list(events))

@@ -1,0 +1,208 @@
+"""Collectives built from point-to-point flows.
+
+A collective algorithm is a *schedule*: a list of steps, each a list of `(src, dst, bytes)` flows
+that run at the same time; a step starts when the previous one has finished on every rank (a
+lock-step simplification of NCCL's pipelined protocols). Running a schedule on a network backend
+turns every flow into a real transfer, so on the flow backend two collectives sharing a link slow
+each other down, and on the analytical backend each step costs max(latency + bytes / bandwidth).
+
+Sizes follow nccl-tests: `nbytes` is the per-rank buffer for all_reduce and the total buffer for
+all_gather / reduce_scatter; for all_to_all it is what each rank sends in all; for send_recv the
+message each rank sends to its ring neighbour. `bus_factor` gives nccl-tests' busbw / algbw.
+
+Algorithms: `ring`; `tree` (binary tree reduce + broadcast, pipelined in chunks); `hierarchical`
+(reduce-scatter inside each host over the scale-up fabric, a ring across hosts per local rank on the
+NICs, all-gather inside the host); `direct` (all-to-all, send/recv); `auto` picks the schedule with
+the smallest uncontended estimate on this topology.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from sim.network.backends import Network
+
+Flow = tuple[str, str, float]
+Step = list[Flow]
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+ALGORITHMS = ("ring", "tree", "hierarchical", "direct", "auto")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests: busbw = algbw x this factor."""
+    if n <= 1:
+        return 1.0
+    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+            "all_to_all": (n - 1) / n, "send_recv": 1.0}[op]
+
+
+def _ring(group: Sequence[str], chunk: float, steps: int) -> list[Step]:
+    n = len(group)
+    step = [(group[i], group[(i + 1) % n], chunk) for i in range(n)]
+    return [step] * steps            # identical steps share one list (estimates reuse it)
+
+
+def ring_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
+    n = len(group)
+    if n < 2:
+        return []
+    if op == "all_reduce":
+        return _ring(group, nbytes / n, 2 * (n - 1))
+    if op in ("all_gather", "reduce_scatter"):
+        return _ring(group, nbytes / n, n - 1)
+    if op == "send_recv":
+        return _ring(group, nbytes, 1)
+    if op == "all_to_all":
+        # n-1 shift steps: in step s rank i sends its block for rank i+s
+        return [[(group[i], group[(i + s) % n], nbytes / n) for i in range(n)] for s in range(1, n)]
+    raise ValueError(f"ring does not implement {op}")
+
+
+def direct_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
+    n = len(group)
+    if n < 2:
+        return []
+    if op == "all_to_all":
+        return [[(group[i], group[j], nbytes / n) for i in range(n) for j in range(n) if i != j]]
+    if op == "send_recv":
+        return _ring(group, nbytes, 1)
+    raise ValueError(f"direct does not implement {op}")
+
+
+def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | None = None) -> list[Step]:
+    """Binary-tree all-reduce: reduce towards rank 0, then broadcast, pipelined in `chunks`."""
+    if op != "all_reduce":
+        raise ValueError(f"tree does not implement {op}")
+    n = len(group)
+    if n < 2:
+        return []
+    depth = max(int(math.floor(math.log2(i + 1))) for i in range(n))
+    c = chunks or max(1, min(64, int(nbytes // (4 << 20))))
+    chunk = nbytes / c
+    by_level = {lvl: [i for i in range(1, n) if int(math.floor(math.log2(i + 1))) == lvl] for lvl in range(1, depth + 1)}
+    reduce_steps: list[Step] = []
+    for t in range(depth + c - 1):
+        step = []
+        for lvl in range(1, depth + 1):          # deepest level starts first
+            k = t - (depth - lvl)
+            if 0 <= k < c:
+                step += [(group[i], group[(i - 1) // 2], chunk) for i in by_level[lvl]]
+        reduce_steps.append(step)
+    bcast_steps: list[Step] = []
+    for t in range(depth + c - 1):
+        step = []
+        for lvl in range(1, depth + 1):          # shallowest level starts first
+            k = t - (lvl - 1)
+            if 0 <= k < c:
+                step += [(group[(i - 1) // 2], group[i], chunk) for i in by_level[lvl]]
+        bcast_steps.append(step)
+    return reduce_steps + bcast_steps
+
+
+def hierarchical_schedule(op: str, group: Sequence[str], nbytes: float,
+                          host_of: Callable[[str], int | None]) -> list[Step]:
+    """Scale-up inside hosts, rings across hosts per local rank (one NIC each)."""
+    hosts: dict[int | None, list[str]] = {}
+    for d in group:
+        hosts.setdefault(host_of(d), []).append(d)
+    local = [hosts[h] for h in sorted(hosts, key=lambda h: (h is None, h))]
+    sizes = {len(g) for g in local}
+    if len(sizes) != 1:
+        raise ValueError("hierarchical needs the same number of ranks on every host")
+    L, H = sizes.pop(), len(local)
+    if H == 1 or L == 1:
+        return ring_schedule(op, group, nbytes)
+    rails = [[local[h][j] for h in range(H)] for j in range(L)]
+
+    def parallel(per_group: list[list[Step]]) -> list[Step]:
+        """Step k of all groups at once; where every group repeats its previous step, so does
+        the result (identical steps share one list)."""
+        combined: list[Step] = []
+        for k in range(len(per_group[0])):
+            if k and all(steps[k] is steps[k - 1] for steps in per_group):
+                combined.append(combined[-1])
+            else:
+                combined.append([flow for steps in per_group for flow in steps[k]])
+        return combined
+
+    if op == "all_reduce":
+        intra_rs = parallel([ring_schedule("reduce_scatter", g, nbytes) for g in local])
+        inter = parallel([ring_schedule("all_reduce", r, nbytes / L) for r in rails])
+        intra_ag = parallel([ring_schedule("all_gather", g, nbytes) for g in local])
+        return intra_rs + inter + intra_ag
+    if op == "all_gather":
+        inter = parallel([ring_schedule("all_gather", r, nbytes / L) for r in rails])
+        intra = parallel([ring_schedule("all_gather", g, nbytes) for g in local])
+        return inter + intra
+    if op == "reduce_scatter":
+        intra = parallel([ring_schedule("reduce_scatter", g, nbytes) for g in local])
+        inter = parallel([ring_schedule("reduce_scatter", r, nbytes / L) for r in rails])
+        return intra + inter
+    raise ValueError(f"hierarchical does not implement {op}")
+
+
+def schedule(op: str, algorithm: str, group: Sequence[str], nbytes: float,
+             host_of: Callable[[str], int | None] = lambda d: None) -> list[Step]:
+    """The steps of `op` with `algorithm` (not `auto`) on `group`."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if algorithm == "ring":
+        return ring_schedule(op, group, nbytes)
+    if algorithm == "tree":
+        return tree_schedule(op, group, nbytes)
+    if algorithm == "direct":
+        return direct_schedule(op, group, nbytes)
+    if algorithm == "hierarchical":
+        return hierarchical_schedule(op, group, nbytes, host_of)
+    raise ValueError(f"unknown algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+
+
+def estimate_s(network: Network, steps: list[Step]) -> float:
+    """Uncontended time of a schedule: sum over steps of the slowest flow (identical steps once)."""
+    cache: dict[int, float] = {}
+    total = 0.0
+    for step in steps:
+        key = id(step)
+        if key not in cache:
+            cache[key] = max((network.estimate_time_s(s, d, b) for s, d, b in step), default=0.0)
+        total += cache[key]
+    return total
+
+
+def candidates(op: str) -> tuple[str, ...]:
+    return {"all_reduce": ("ring", "tree", "hierarchical"), "all_gather": ("ring", "hierarchical"),
+            "reduce_scatter": ("ring", "hierarchical"), "all_to_all": ("direct", "ring"),
+            "send_recv": ("direct",)}[op]
+
+
+def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbytes: float) -> tuple[str, list[Step]]:
+    """Resolve `auto` to the candidate with the smallest uncontended estimate; return (name, steps)."""
+    host_of = network.topology.host_of
+    if algorithm != "auto":
+        return algorithm, schedule(op, algorithm, group, nbytes, host_of)
+    best = None
+    for name in candidates(op):
+        try:
+            steps = schedule(op, name, group, nbytes, host_of)
+        except ValueError:
+            continue
+        t = estimate_s(network, steps)
+        if best is None or t < best[0]:
+            best = (t, name, steps)
+    return best[1], best[2]
+
+
+def run_schedule(network: Network, steps: list[Step], name: str = "collective"):
+    """A SimPy process running the steps one after another on `network`."""
+    def proc():
+        for k, step in enumerate(steps):
+            if step:
+                yield network.transfer_many(step, name=f"{name}[{k}]", key=step)
+    return network.sim.process(proc())
+
+
+def collective(network: Network, op: str, group: Sequence[str], nbytes: float,
+               algorithm: str = "auto", name: str | None = None):
+    """Start collective `op` on `group`; returns (SimPy process, algorithm used)."""
+    algo, steps = choose(network, op, algorithm, group, nbytes)
+    return run_schedule(network, steps, name or op), algo

@@ -1,0 +1,218 @@
+"""Bundle clocks of the flow table (sim/network/flow_table.py): the flows of a bundle that share its rate, as one row.
+
+In an oversubscribed fabric a bundled refill gives every flow of a bundle (flows with the same
+switch-to-switch links) one rate, and keeps doing so as flows come and go. A *clock* holds such
+flows together, so that a refill costs per bundle, not per flow:
+
+- per bundle: the rate per member flow, `v` the bytes each member has sent since the clock started
+  (as of time `t`: v(now) = v + rate x (now - t)), the number of members, and a heap of
+  (key, slot) with key = the member's bytes left when it joined + v at that time. A member has
+  key - v(now) bytes left, so members finish in key order and the head (smallest key) gives the
+  clock's next finish and due time;
+- *pairs*: the members' edge entries (NIC, host and scale-up links) summed per (bundle, link). In
+  a refill a clock is one row: `count` times the bundle's shared entries, and its pairs as edge
+  entries (the load of its members on each link at their common rate).
+
+A member's own entries stay in the flow table, so a clock can be turned back into per-flow rows
+(`member_slots`) when a refill has to treat flows one by one.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from sim.network.flow_bundles import Growable
+from sim.network.max_min import DONE_BYTES, finish_and_due
+
+
+class BundleClocks:
+    """Clocks indexed by bundle id (see the module docstring). Heaps may hold stale entries (of
+    members that left); `valid(key, slot)` tells the live ones and keeps each heap's top live."""
+
+    def __init__(self, num_links: int) -> None:
+        self.num_links = num_links
+        self.state = Growable({"count": (np.int64, 0), "rate": (float, 0.0), "v": (float, 0.0),
+                               "t": (float, 0.0), "head": (float, np.inf), "finish": (float, np.inf),
+                               "due": (float, np.inf)})
+        self.heaps: dict[int, list[tuple[float, int]]] = {}
+        self.pairs = Growable({"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0),
+                               "count": (np.int64, 0)})
+        self._pair_of: dict[int, int] = {}                 # bundle x num_links + link -> pair
+        self.members = 0
+
+    def __getattr__(self, name: str) -> np.ndarray:        # count, rate, v, t, head, finish, due
+        state = self.__dict__.get("state")
+        if state is not None and name in state.arrays:
+            return state.arrays[name]
+        raise AttributeError(name)
+
+    def ensure(self, n_bundles: int) -> None:
+        """Room for clocks of bundle ids below `n_bundles`."""
+        extra = n_bundles - self.state.size
+        if extra > 0:
+            self.state.reserve(extra)
+            self.state.size = n_bundles
+
+    # ---- queries ------------------------------------------------------------------------
+    def running(self, min_rate: float) -> np.ndarray:
+        """Bundle ids of clocks with members whose rate is at least `min_rate`."""
+        n = self.state.size
+        return np.flatnonzero((self.count[:n] > 0) & (self.rate[:n] >= min_rate))
+
+    def left(self, bundles: np.ndarray, keys: np.ndarray, now: float) -> np.ndarray:
+        """Bytes left at `now` of members with these bundles and keys."""
+        sent = self.v[bundles] + self.rate[bundles] * (now - self.t[bundles])
+        return np.maximum(keys - sent, 0.0)
+
+    def next_finish(self) -> float:
+        n = self.state.size
+        return float(self.finish[:n].min()) if n else np.inf
+
+    def due_members(self, now: float, valid) -> list[int]:
+        """Slots of members due at `now` (bytes left below DONE_BYTES or the clock's resolution),
+        taken off their heaps: the caller removes them (`leave`)."""
+        n = self.state.size
+        if not n:
+            return []
+        limit = now + 4 * np.spacing(now)
+        slots: list[int] = []
+        for b in np.flatnonzero(self.due[:n] <= limit).tolist():
+            heap, t, v, rate = self.heaps[b], float(self.t[b]), float(self.v[b]), float(self.rate[b])
+            while heap:
+                key, slot = heap[0]
+                if not valid(key, slot):
+                    heapq.heappop(heap)
+                    continue
+                left = key - v
+                due = t + (left - DONE_BYTES) / rate if left > DONE_BYTES and rate > 0 else \
+                    (t if left <= DONE_BYTES else np.inf)
+                if due > limit:
+                    break
+                heapq.heappop(heap)
+                slots.append(slot)
+        return slots
+
+    def member_slots(self, bundles: np.ndarray, valid) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, keys) of the live members of these clocks."""
+        entries = [entry for b in bundles.tolist() for entry in self.heaps.get(b, ()) if valid(*entry)]
+        return np.array([s for _, s in entries], dtype=np.int64), np.array([k for k, _ in entries], dtype=float)
+
+    def region_pairs(self, in_region: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(bundle, link, weight) of the pairs of the clocks marked in `in_region` (per bundle id)."""
+        p = self.pairs
+        bundle, count = p.arrays["bundle"][:p.size], p.arrays["count"][:p.size]
+        sel = np.flatnonzero((count > 0) & in_region[bundle])
+        return bundle[sel], p.arrays["link"][sel], p.arrays["weight"][sel]
+
+    # ---- changes ------------------------------------------------------------------------
+    def advance(self, bundles: np.ndarray, now: float) -> None:
+        """Move these clocks' `v` to `now` at their current rates."""
+        self.v[bundles] += self.rate[bundles] * (now - self.t[bundles])
+        self.t[bundles] = now
+
+    def start(self, bundles: np.ndarray, rate: np.ndarray, now: float) -> None:
+        """Clocks for bundles without members: v = 0 at `now`, at `rate` per flow."""
+        self.v[bundles], self.t[bundles], self.rate[bundles] = 0.0, now, rate
+
+    def join(self, slots: np.ndarray, bundles: np.ndarray, left: np.ndarray,
+             edge: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+        """Flows (their slots, bundles, bytes left now and edge entries (owner position, link,
+        weight)) join the clocks of their bundles, which run at `now`. Returns their keys."""
+        keys = left + self.v[bundles]
+        for key, slot, b in zip(keys.tolist(), slots.tolist(), bundles.tolist()):
+            heapq.heappush(self.heaps.setdefault(b, []), (key, slot))
+        np.add.at(self.count, bundles, 1)
+        self.members += len(slots)
+        owner, link, weight = edge
+        self._add_pairs(bundles[owner], link, weight, 1)
+        touched = np.unique(bundles)
+        self.head[touched] = [self.heaps[b][0][0] for b in touched.tolist()]
+        return keys
+
+    def leave(self, bundles: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray], valid) -> None:
+        """Members (by bundle, with their edge entries) leave; the table has already marked their
+        slots dead, so `valid` rejects their heap entries."""
+        np.subtract.at(self.count, bundles, 1)
+        self.members -= len(bundles)
+        owner, link, weight = edge
+        self._add_pairs(bundles[owner], link, -weight, -1)
+        self._refresh(np.unique(bundles), valid)
+
+    def stop(self, bundles: np.ndarray) -> None:
+        """Drop these clocks (their members became per-flow rows)."""
+        self.members -= int(self.count[bundles].sum())
+        self.count[bundles] = 0
+        for b in bundles.tolist():
+            self.heaps.pop(b, None)
+        p = self.pairs
+        mine = np.isin(p.arrays["bundle"][:p.size], bundles)
+        p.arrays["weight"][:p.size][mine] = 0.0
+        p.arrays["count"][:p.size][mine] = 0
+        self._refresh(bundles, None)
+
+    def retime(self, bundles: np.ndarray) -> None:
+        """Finish and due time of these clocks' heads (as the flow table computes them per flow)."""
+        left = self.head[bundles] - self.v[bundles]
+        self.finish[bundles], self.due[bundles] = finish_and_due(left, self.rate[bundles], self.t[bundles])
+        empty = self.count[bundles] == 0
+        self.finish[bundles[empty]] = np.inf
+        self.due[bundles[empty]] = np.inf
+
+    def rebuild(self, slots: np.ndarray, bundles: np.ndarray, keys: np.ndarray) -> None:
+        """Heaps from the live members (after the table renumbered its slots)."""
+        order = np.lexsort((keys, bundles))              # a sorted list is a heap
+        self.heaps = {}
+        for b, key, slot in zip(bundles[order].tolist(), keys[order].tolist(), slots[order].tolist()):
+            self.heaps.setdefault(b, []).append((key, slot))
+
+    def _refresh(self, bundles: np.ndarray, valid) -> None:
+        """Heads of these clocks after members left (stale tops popped); empty clocks reset."""
+        for b in bundles.tolist():
+            heap = self.heaps.get(b)
+            while heap and valid is not None and not valid(*heap[0]):
+                heapq.heappop(heap)
+            if self.count[b] == 0 or not heap:
+                self.heaps.pop(b, None)
+                self.head[b], self.rate[b], self.v[b] = np.inf, 0.0, 0.0
+            else:
+                self.head[b] = heap[0][0]
+        self.retime(bundles)
+
+    def _new_pair(self, code: int) -> int:
+        p = self.pairs
+        p.reserve(1)
+        new = p.size
+        p.arrays["bundle"][new], p.arrays["link"][new] = divmod(code, self.num_links)
+        p.size += 1
+        self._pair_of[code] = new
+        return new
+
+    def _add_pairs(self, bundles: np.ndarray, link: np.ndarray, weight: np.ndarray, sign: int) -> None:
+        """Add entries' weights (and +-1 entry each) to their (bundle, link) pairs."""
+        if not len(link):
+            return
+        if len(link) <= 32:                               # a few entries: one by one
+            p = self.pairs
+            for c, w in zip((bundles * self.num_links + link).tolist(), weight.tolist()):
+                i = self._pair_of.get(c)
+                if i is None:
+                    i = self._new_pair(c)
+                p.arrays["weight"][i] += w
+                p.arrays["count"][i] += sign
+                if p.arrays["count"][i] == 0:
+                    p.arrays["weight"][i] = 0.0
+            return
+        code, inverse = np.unique(bundles * self.num_links + link, return_inverse=True)
+        inverse = inverse.ravel()
+        summed = np.bincount(inverse, weight, minlength=len(code))
+        counted = sign * np.bincount(inverse, minlength=len(code))
+        p = self.pairs
+        index = np.empty(len(code), dtype=np.int64)
+        for i, c in enumerate(code.tolist()):
+            found = self._pair_of.get(c)
+            index[i] = self._new_pair(c) if found is None else found
+        p.arrays["weight"][index] += summed
+        p.arrays["count"][index] += counted
+        gone = index[p.arrays["count"][index] == 0]
+        p.arrays["weight"][gone] = 0.0                     # no rounding residue on empty pairs

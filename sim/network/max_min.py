@@ -1,0 +1,211 @@
+"""Max-min fair rates of flows over links: the reference computation and the fast fillings.
+
+A flow is a row of link entries: the fraction of the flow's rate that crosses each link (1 on a
+single path; 1/k on each path's own links when a flow is sprayed evenly over k paths). Max-min
+fairness is computed by *progressive filling*: all unfrozen flows grow at one common rate (the
+water level); the link that fills first (smallest remaining capacity / summed entries of its
+unfrozen flows) is a bottleneck: its unfrozen flows freeze at that level and their load stays on
+their links. Links whose level is within a relative 1e-9 of the smallest fill at the same level.
+
+- `max_min_fair(matrix, capacity)`: the straightforward path (three sparse mat-vecs over all flows
+  per level): the reference the fast paths are tested against.
+- `progressive_filling(row, link, weight, n, capacity)`: the same filling, in O(entries + levels x
+  links): per level only the entries of still-unfrozen flows are looked at, and a frozen flow's
+  load leaves its links once (bincount), instead of mat-vecs over all flows at every level.
+  A few entries (at most `_TINY`) are filled in plain Python, to the last bit the same.
+- `bundled_filling(...)`: flows with the same switch-to-switch links (a bundle) filled as one, with
+  an exactness check; None when the check fails.
+
+The flow network's incremental state (which flows a change can affect, bundles and their clocks)
+is `FlowTable` (sim/network/flow_table.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+REL_TOL = 1e-9            # links within this relative distance of the lowest level fill together
+DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
+_TINY = 32                # progressive filling of at most this many entries runs in plain Python
+
+
+def finish_and_due(left: np.ndarray, rate: np.ndarray, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(finish, due) times of flows with `left` bytes at time `t` going at `rate`: due is when fewer
+    than DONE_BYTES are left (the flow then counts as complete); inf at rate 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(left > 0, t + left / rate, t), np.where(left > DONE_BYTES, t + (left - DONE_BYTES) / rate, t)
+
+
+def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
+                weights: np.ndarray | None = None) -> sp.csr_matrix:
+    """(links x flows) incidence from flows given as concatenated link ids and entries per flow.
+
+    An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
+    ECMP even splitting over k paths, 1/k on each path's own links (repeated links add up, so the
+    shared NIC links get 1)."""
+    n = len(lengths)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    data = np.ones(len(flat_links)) if weights is None else weights.copy()
+    flows_by_links = sp.csr_matrix((data, flat_links.copy(), indptr), shape=(n, num_links))
+    flows_by_links.sum_duplicates()       # in place: hence the copies above
+    return flows_by_links.T.tocsr()
+
+
+def max_min_fair(matrix: sp.csr_matrix, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates by progressive filling (exact; the straightforward reference path).
+
+    `matrix` is the (links x flows) incidence, `capacity` the links' capacities. Flows that cross
+    no link are unconstrained (rate inf)."""
+    n_links, n = matrix.shape
+    transpose = matrix.T.tocsr()
+    remaining = capacity.astype(float).copy()
+    rate = np.full(n, np.inf)
+    frozen = np.diff(transpose.indptr) == 0
+    while not frozen.all():
+        counts = matrix @ (~frozen).astype(float)
+        active = counts > 1e-12
+        share = np.full(n_links, np.inf)
+        share[active] = np.maximum(remaining[active], 0.0) / counts[active]
+        level = share.min()
+        bottleneck = active & (share <= level * (1 + REL_TOL) + 1e-12)
+        newly = (transpose @ bottleneck.astype(float) > 0) & ~frozen
+        rate[newly] = level
+        frozen |= newly
+        remaining -= matrix @ np.where(newly, level, 0.0)
+    return rate
+
+
+def max_min_rates(paths: list, capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates of flows given as link-id sequences over links of `capacity`."""
+    if not len(paths):
+        return np.zeros(0)
+    lengths = np.array([len(p) for p in paths], dtype=np.int64)
+    flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in paths]) if lengths.sum() else np.zeros(0, np.int64)
+    return max_min_fair(flow_matrix(lengths, flat, len(capacity)), capacity)
+
+
+def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n: int,
+                        capacity: np.ndarray, link_level: np.ndarray | None = None) -> np.ndarray:
+    """Max-min fair rates of `n` flows given as entries (flow `row`, `link`, `weight`) over links
+    of `capacity`; the same filling as `max_min_fair`, with per level only the entries of unfrozen
+    flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
+    which each link filled and froze flows."""
+    if len(link) <= _TINY:
+        return _tiny_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
+    if 4 * len(link) < len(capacity):                # few entries: work on the links they use only
+        used, link = np.unique(link, return_inverse=True)
+        level = None if link_level is None else np.full(len(used), np.inf)
+        rate = progressive_filling(row, link.ravel(), weight, n, capacity[used], level)
+        if link_level is not None:
+            link_level[used] = level
+        return rate
+    num_links = len(capacity)
+    count = np.bincount(link, weight, minlength=num_links)       # summed entries of unfrozen flows
+    entries = np.bincount(link, minlength=num_links)             # their number (exact zero test)
+    remaining = capacity.astype(float).copy()
+    rate = np.full(n, np.inf)
+    share = np.empty(num_links)
+    while len(row):
+        active = entries > 0
+        share.fill(np.inf)
+        np.divide(np.maximum(remaining, 0.0), count, out=share, where=active)
+        level = share.min()
+        bottleneck = share <= level * (1 + REL_TOL) + 1e-12
+        hit = bottleneck[link]
+        if link_level is not None:
+            link_level[link[hit]] = level
+        newly = np.zeros(n, dtype=bool)
+        newly[row[hit]] = True
+        rate[newly] = level
+        frozen = newly[row]
+        frozen_link, frozen_weight = link[frozen], weight[frozen]
+        remaining -= np.bincount(frozen_link, frozen_weight, minlength=num_links) * level
+        count -= np.bincount(frozen_link, frozen_weight, minlength=num_links)
+        entries -= np.bincount(frozen_link, minlength=num_links)
+        keep = ~frozen
+        row, link, weight = row[keep], link[keep], weight[keep]
+    return rate
+
+
+def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndarray,
+                  link_level: np.ndarray | None) -> np.ndarray:
+    """`progressive_filling` of a few entries in plain Python (numpy's cost per call would
+    dominate): the same operations in the same order, so the same rates to the last bit."""
+    count: dict[int, float] = {}
+    entries: dict[int, int] = {}
+    for l, w in zip(link, weight):
+        count[l] = count.get(l, 0.0) + w
+        entries[l] = entries.get(l, 0) + 1
+    remaining = {l: float(capacity[l]) for l in count}
+    rate = [np.inf] * n
+    live = list(range(len(link)))                      # entries of unfrozen flows
+    while live:
+        share = {l: max(remaining[l], 0.0) / count[l] for l in count if entries[l] > 0}
+        level = min(share.values())
+        limit = level * (1 + REL_TOL) + 1e-12
+        newly = {row[i] for i in live if share[link[i]] <= limit}
+        if link_level is not None:
+            for i in live:
+                if share[link[i]] <= limit:
+                    link_level[link[i]] = level
+        frozen_sum: dict[int, float] = {}
+        kept = []
+        for i in live:
+            if row[i] in newly:
+                l = link[i]
+                frozen_sum[l] = frozen_sum.get(l, 0.0) + weight[i]
+                entries[l] -= 1
+            else:
+                kept.append(i)
+        for l, w in frozen_sum.items():
+            remaining[l] -= w * level
+            count[l] -= w
+        for r in newly:
+            rate[r] = level
+        live = kept
+    return np.array(rate, dtype=float)
+
+
+def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, single_edge: tuple,
+                    n_single: int, capacity: np.ndarray, multiplicity: np.ndarray | None = None) -> np.ndarray | None:
+    """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
+    links, i.e. links between switches), or None when the shortcut does not apply.
+
+    Flows 0..F-1 are bundled: `unit[i]` is the bundle of flow i, `unit_entries` = (bundle, link,
+    weight) each bundle's shared entries (per flow), `bundled_edge` = (flow, link, weight) their
+    other entries (NIC, host and scale-up links). Flows F..F+n_single-1 cross no shared link:
+    `single_edge` = (flow - F, link, weight) their entries. `multiplicity` (optional, per bundled
+    row): the number of flows a row stands for (a bundle clock, sim/network/flow_clocks.py: its edge
+    entries are then its flows' entries summed per link); default 1.
+
+    1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
+       entries: their rates, were no edge link limiting.
+    2. The other flows are filled on the edge links, on the capacity the bundles leave there.
+    3. Check: no edge link is over capacity, and on every edge link that filled in step 2 no
+       bundled flow is faster than the level it filled at.
+    When the check holds, every flow has a bottleneck (a full link on which no flow is faster):
+    bundled flows their shared link from step 1, the others their edge link from step 2, flows left
+    out of the computation their old one. A feasible allocation in which every flow has a
+    bottleneck is the max-min fair one (Bertsekas & Gallager, Data Networks, 6.5.2), so the result
+    is exact."""
+    u_row, u_link, u_weight = unit_entries
+    b_row, b_link, b_weight = bundled_edge
+    n_bundled = len(unit)
+    n_units = int(unit.max()) + 1 if n_bundled else 0
+    size = np.bincount(unit, minlength=n_units) if multiplicity is None else \
+        np.bincount(unit, multiplicity, minlength=n_units)
+    rate = np.empty(n_bundled + n_single)
+    rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
+    bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
+    residual = capacity - bundled_load
+    if ((residual < -REL_TOL * capacity) & (bundled_load > 0)).any():
+        return None                                       # the bundles overfill an edge link
+    level = np.full(len(capacity), np.inf)
+    s_row, s_link, s_weight = single_edge
+    rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level)
+    filled = level < np.inf                               # edge links where other flows froze
+    if filled.any():
+        on_filled = filled[b_link]
+        if (rate[b_row[on_filled]] > level[b_link[on_filled]] * (1 + REL_TOL)).any():
+            return None                                   # an edge link fills below a bundle's rate
+    return rate

@@ -1,0 +1,9 @@
+"""What a user sees of a run: output files, trace, bottleneck report and the core plots.
+
+- `output`: summary.json, scenario.resolved.yaml, events table, trace and PNG plots in a directory.
+- `trace`, `trace_view`: Chrome/Perfetto trace export and a static picture of it.
+- `resources`: which resource each recorded span occupied, and busy time per resource.
+- `bottleneck`: the critical path, the resource that bounded the run, utilisation per resource.
+- `plots`, `plot_topology`: core plots of any run; `workload_plots`: the kinds' own plots.
+- `provenance`: which hardware profile a run used and whether it was calibrated.
+"""

@@ -1,0 +1,7 @@
+"""The scenario: the user's input, validated before any work starts.
+
+- `model`: the pydantic models of the scenario contract, loading, `--set` overrides, errors.
+- `jobs`: several jobs sharing one cluster (`workloads:`), their placement on hosts.
+- `estimate`: cost estimates before running and the limits that refuse a scenario.
+- `schema_doc`: the scenario reference in Markdown (`dcsim schema --markdown`).
+"""

@@ -1,0 +1,140 @@
+"""Plots of sweep tables (matplotlib PNG): any metric against any swept key, and Pareto scatters.
+
+Axis labels carry units read from the column name's suffix (DESIGN.md's naming: `_s`, `_bytes`,
+`_bytes_per_s`, `_flop_per_s`, `_per_s`, `_j`, `_w`, `_usd`). Swept values written with units
+("64 MiB", "400 Gbit/s") are converted to SI numbers with hardware_models.units, so the axis is
+numeric and labelled in the base unit; values that are neither numbers nor quantities (algorithm
+names) become categories. Other swept keys split the points into one line per combination.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from hardware_models.units import parse_quantity  # noqa: E402
+from sim.errors import ScenarioError  # noqa: E402
+from sim.report.output import atomic_path  # noqa: E402
+from sim.studies.pareto import pareto_front  # noqa: E402
+
+# (pattern on the last dotted part of a column name, unit); first match wins
+_UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    (r"(^|_)bytes_per_s$", "B/s"),
+    (r"(^|_)tflop_per_s_per_gpu$", "TFLOP/s per GPU"),
+    (r"(^|_)flop_per_s$", "FLOP/s"),
+    (r"(^|_)s_per_(\w+)$", r"s/\2"),
+    (r"(^|_)(\w+?)_per_s$", r"\2/s"),
+    (r"(^|_)bytes(_\w+)?$", "B"),
+    (r"(^|_)s$", "s"),
+    (r"(^|_)j$", "J"),
+    (r"(^|_)w$", "W"),
+    (r"(^|_)usd$", "USD"),
+    (r"(^|_)(fraction|mfu)$", "fraction"),
+)
+_QUANTITY_UNITS = {"bytes": "B", "bytes_per_s": "B/s", "seconds": "s", "flop_per_s": "FLOP/s", "watts": "W"}
+
+
+def unit_of(name: str) -> str:
+    """'busbw_bytes_per_s' -> 'B/s', 'hardware.nodes' -> '' (a count)."""
+    last = str(name).split(".")[-1]
+    for pattern, unit in _UNIT_SUFFIXES:
+        match = re.search(pattern, last)
+        if match:
+            return match.expand(unit)
+    return ""
+
+
+def label(name: str, unit: str | None = None) -> str:
+    unit = unit_of(name) if unit is None else unit
+    return f"{name} [{unit}]" if unit else str(name)
+
+
+def numeric_axis(values: pd.Series, name: str) -> tuple[pd.Series | None, str]:
+    """Values as SI floats and their unit, or (None, '') when they are categories."""
+    numbers = pd.to_numeric(values, errors="coerce")
+    if numbers.notna().all() and not values.map(lambda v: isinstance(v, bool)).any():
+        return numbers.astype(float), unit_of(name)
+    for dimension, unit in _QUANTITY_UNITS.items():
+        try:
+            return values.map(lambda v: parse_quantity(v, dimension)).astype(float), unit
+        except ValueError:
+            continue
+    return None, ""
+
+
+def plot_metric(df: pd.DataFrame, metric: str, key: str, by: Sequence[str] = (), title: str | None = None,
+                path: str | Path | None = None):
+    """`metric` against swept `key`, one line per combination of the `by` keys; ok rows only."""
+    for col in (metric, key, *by):
+        if col not in df.columns:
+            raise ScenarioError(f"no such column; columns are {', '.join(map(str, df.columns))}", path="plot",
+                                value=col)
+    rows = df[(df["status"] == "ok") if "status" in df.columns else slice(None)].dropna(subset=[metric, key])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x_num, x_unit = numeric_axis(rows[key], key) if len(rows) else (None, "")
+    x = x_num if x_num is not None else rows[key].astype(str)
+    groups = rows.groupby(list(by), sort=False, dropna=False) if by else [((), rows)]
+    for group, part in groups:
+        group = group if isinstance(group, tuple) else (group,)
+        order = x[part.index].sort_values(kind="stable").index if x_num is not None else part.index
+        name = ", ".join(f"{k}={v}" for k, v in zip(by, group)) or None
+        ax.plot(x[order], pd.to_numeric(part.loc[order, metric], errors="coerce"), marker="o", label=name)
+    if x_num is not None and len(x_num) and x_num.min() > 0 and x_num.max() / x_num.min() >= 100:
+        ax.set_xscale("log")
+    ax.set_xlabel(label(key, x_unit if x_num is not None else ""))
+    ax.set_ylabel(label(metric))
+    ax.set_title(title or f"{metric} vs {key}")
+    ax.grid(True, alpha=0.3)
+    if by and len(rows):
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    _save(fig, path)
+    return fig
+
+
+def plot_pareto(df: pd.DataFrame, x: str, y: str, minimize: Sequence[str] = (), maximize: Sequence[str] = (),
+                title: str | None = None, path: str | Path | None = None):
+    """Scatter of two metrics over ok rows, with the Pareto front of the given objectives drawn on top."""
+    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    front = pareto_front(rows, minimize=minimize, maximize=maximize)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.scatter(rows[x], rows[y], s=14, color="tab:gray", alpha=0.6, label="points")
+    ax.plot(front[x], front[y], marker="o", color="tab:red", label="Pareto front")
+    ax.set_xlabel(label(x))
+    ax.set_ylabel(label(y))
+    ax.set_title(title or f"{y} vs {x}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    _save(fig, path)
+    return fig
+
+
+def plot_sweep_metrics(table: pd.DataFrame, metrics: Sequence[str], keys: Sequence[str],
+                       out_dir: str | Path) -> list[Path]:
+    """One PNG per metric against the first swept key (other keys as lines): `METRIC-vs-KEY.png`."""
+    if not keys:
+        raise ScenarioError("needs at least one --grid or --zip key", path="--plot")
+    written = []
+    for metric in metrics:
+        if metric not in table.columns:
+            raise ScenarioError(f"no such column in the results; columns are {', '.join(map(str, table.columns))}",
+                                path="--plot", value=metric)
+        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{metric}-vs-{keys[0]}")   # keys are user text: one plain name
+        path = Path(out_dir) / f"{name}.png"
+        plt.close(plot_metric(table, metric, keys[0], by=keys[1:], path=path))
+        written.append(path)
+    return written
+
+
+def _save(fig, path: str | Path | None) -> None:
+    if path is None:
+        return
+    with atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)

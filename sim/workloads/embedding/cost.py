@@ -1,0 +1,328 @@
+"""The embedding cost model that planners and the simulation share.
+
+A `Shard` is a piece of one table on one GPU (or, for data-parallel tables, a replica on every GPU):
+its rows, columns, lookups per iteration, and where its rows live, hottest first: `hbm_rows` in
+HBM, then `tier_rows` in host tiers in the order given (e.g. DDR reached as UVM, then SCM), or all
+rows in a host tier behind an HBM cache of `cache_rows` (`uvm_cache`).
+
+`CostModel.traffic(shard, lookups)` turns a shard into the memory accesses of one iteration (used by
+the simulation as the kernels' traffic, and by the planners' estimates):
+- forward (TBE lookup): each lookup reads one row on the tier that holds it (share of lookups per
+  tier from the Zipf law), plus index reads and the pooled-output writes in HBM; with a cache
+  (`sharding.cache_policy`, a placement policy of sim/memory/policies.py: hit and promotion rates
+  in steady state), each promoted miss reads the row and its optimizer state from the host tier,
+  writes an evicted dirty one back and is then read from HBM (LRU promotes every miss); misses a
+  sampled policy does not promote are read in place from the host tier;
+- backward + sparse optimizer (fused, as FBGEMM): read the pooled-output gradients, sort indices,
+  and for each distinct row touched read and write the row and its optimizer state on its tier;
+  a data-parallel replica instead gets a dense fp32 gradient (all-reduced with the dense model)
+  and a dense update of every row.
+
+`comm_matrices` gives the bytes each GPU sends to each other GPU in the index all-to-all and the
+pooled-embedding all-to-all (the backward gradient exchange is its transpose), per sharding scheme;
+`a2a_flows` turns a matrix into flows (`direct`: one per pair; `pxn`: NCCL's PXN, one NVLink hop to
+the GPU on the destination's rail, then one flow per rail per host pair). `a2a_estimate_s` is the
+uncontended bottleneck-link time of those flows on the real topology (routes, ECMP, oversubscribed
+uplinks), the planner's all-to-all estimate.
+
+`CostModel.kernel_estimate_s` is the uncontended time of one GPU's embedding kernel: the slowest of
+its HBM traffic (device roofline), its host-link traffic, and its host's share of each shared tier.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hardware_models.gpu import DTYPE_BYTES
+from hardware_models.topology import tier_read_capacity
+from sim.memory.tiers import Access, StaticPlacement, ZipfRows, hbm_tier, placement_policy
+from sim.models.dlrm import Table
+
+SCHEMES = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
+PLACEMENTS = ("hbm", "uvm_cache", "uvm", "cxl", "scm", "ssd")
+PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "scm", "ssd": "ssd"}
+INDEX_BYTES = {"int32": 4, "int64": 8}
+LENGTH_BYTES = 4            # int32 lengths/offsets per sample and feature (TorchRec KJT)
+
+
+def optimizer_state_bytes(optimizer: str, dim: int) -> float:
+    """Per-row optimizer state: rowwise_adagrad one fp32 per row; adagrad one per element; adam two."""
+    return {"sgd": 0.0, "rowwise_adagrad": 4.0, "adagrad": 4.0 * dim, "adam": 8.0 * dim}[optimizer]
+
+
+@dataclass
+class Shard:
+    table: Table
+    scheme: str
+    index: int                  # shard number within its table
+    count: int                  # shards of the table
+    rows: int
+    dim: int
+    lookups: float              # expected lookups per iteration (global batch, after dedup)
+    rank: int = -1              # GPU; -1 = every GPU (data-parallel replica)
+    hbm_rows: int = 0
+    tier_rows: dict[str, int] = field(default_factory=dict)   # host tier name -> rows, hot to cold
+    cache_rows: int = 0
+    host: int | None = None     # table-row-wise: the host holding all shards of the table
+
+    def __post_init__(self) -> None:
+        self.dist = ZipfRows(self.rows, self.table.zipf_alpha)
+
+    @property
+    def name(self) -> str:
+        return self.table.name if self.count == 1 else f"{self.table.name}/{self.index}"
+
+    def placement(self, tier_labels: dict[str, str]) -> str:
+        if self.cache_rows:
+            return "uvm_cache"
+        parts = (["hbm"] if self.hbm_rows else []) + [tier_labels.get(t, t) for t, n in self.tier_rows.items() if n]
+        return "+".join(parts) or "hbm"
+
+
+@dataclass
+class Traffic:
+    fwd: list[Access]
+    bwd: list[Access]
+    fwd_hbm_extra_bytes: float
+    bwd_hbm_extra_bytes: float
+
+
+class CostModel:
+    """Per-shard traffic and time estimates on one cluster's hardware for one workload config."""
+
+    def __init__(self, hardware, config) -> None:
+        self.hw = hardware
+        self.cfg = config
+        self.num_gpus = hardware.num_gpus
+        self.gpus_per_node = hardware.gpus_per_node
+        self.hbm = hbm_tier(hardware.gpu)
+        self.tiers = {t.name: t for t in hardware.memory_tiers}
+        self.index_bytes = INDEX_BYTES[config.index_dtype]
+        self.pooled_bytes = DTYPE_BYTES[config.pooled_dtype]
+        self.cache = placement_policy(config.sharding.cache_policy)   # the HBM cache (uvm_cache)
+        self.pinned = StaticPlacement("hottest")                      # hottest rows first over tiers
+
+    # ---- sizes ---------------------------------------------------------------------------------
+    def row_bytes(self, shard: Shard) -> float:
+        return shard.dim * shard.table.element_bytes
+
+    def state_bytes(self, shard: Shard) -> float:
+        return optimizer_state_bytes(self.cfg.optimizer, shard.dim)
+
+    def state_bytes_for(self, dim: int) -> float:
+        return optimizer_state_bytes(self.cfg.optimizer, dim)
+
+    def stored_row_bytes_for(self, table: Table) -> float:
+        return table.row_bytes + self.state_bytes_for(table.dim)
+
+    def stored_row_bytes(self, shard: Shard) -> float:
+        """Bytes a row occupies with its optimizer state."""
+        return self.row_bytes(shard) + self.state_bytes(shard)
+
+    def hbm_bytes(self, shard: Shard) -> float:
+        return (shard.hbm_rows + shard.cache_rows) * self.stored_row_bytes(shard)
+
+    def tier_bytes(self, shard: Shard) -> dict[str, float]:
+        return {t: n * self.stored_row_bytes(shard) for t, n in shard.tier_rows.items()}
+
+    def tier_for(self, placement: str) -> str:
+        """The host tier name that serves a placement ('uvm' -> the DDR tier ...)."""
+        kind = PLACEMENT_TIER_KIND[placement]
+        for t in self.hw.memory_tiers:
+            if t.kind == kind:
+                return t.name
+        raise KeyError(placement)
+
+    # ---- traffic of one iteration --------------------------------------------------------------
+    def regions(self, shard: Shard) -> list[tuple[str, int, int]]:
+        """(tier, lo, hi): ranks (lo, hi] of the shard's rows on each tier, hottest first."""
+        out, lo = [], 0
+        if shard.hbm_rows:
+            out.append(("hbm", 0, shard.hbm_rows))
+            lo = shard.hbm_rows
+        for tier, n in shard.tier_rows.items():
+            if n:
+                out.append((tier, lo, lo + n))
+                lo += n
+        return out
+
+    def region_shares(self, shard: Shard) -> list[tuple[str, float]]:
+        if shard.cache_rows:
+            return [("hbm", 1.0)]
+        return [(t, self.pinned.share(shard.dist, lo, hi)) for t, lo, hi in self.regions(shard)]
+
+    def traffic(self, shard: Shard, lookups: float | None = None,
+                region_lookups: list[float] | None = None) -> Traffic:
+        """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean."""
+        lookups = shard.lookups if lookups is None else lookups
+        row, stored = self.row_bytes(shard), self.stored_row_bytes(shard)
+        pooled_out = self._pooled_rows(shard) * shard.dim * shard.table.element_bytes
+        fwd_extra = lookups * self.index_bytes + pooled_out
+        bwd_extra = pooled_out + 2 * lookups * self.index_bytes
+        if shard.scheme == "data_parallel":     # dense fp32 gradient of the replica, then a dense update
+            bwd_extra += shard.rows * shard.dim * 4.0 + 2 * shard.rows * stored
+        fwd: list[Access] = []
+        bwd: list[Access] = []
+        if shard.cache_rows:
+            tier = next(iter(shard.tier_rows))
+            misses = lookups * (1.0 - self.cache.hit_rate(shard.dist, shard.cache_rows))
+            fills = min(misses, lookups * self.cache.promotion_rate(shard.dist, shard.cache_rows))
+            fwd += [Access("hbm", lookups - misses + fills, row), Access(tier, fills, stored),
+                    Access(tier, fills, stored, write=True), Access("hbm", fills, stored, write=True)]
+            if misses > fills:          # misses the policy does not promote are read in place (UVM)
+                fwd.append(Access(tier, misses - fills, row))
+            distinct = shard.dist.expected_distinct(lookups)
+            bwd += [Access("hbm", distinct, stored), Access("hbm", distinct, stored, write=True)]
+            return Traffic(fwd, bwd, fwd_extra, bwd_extra)
+        shares = self.region_shares(shard)
+        counts = region_lookups if region_lookups is not None else [lookups * s for _, s in shares]
+        for (tier, lo, hi), n in zip(self.regions(shard), counts):
+            fwd.append(Access(tier, n, row))
+            distinct = shard.dist.expected_distinct(lookups, lo, hi)
+            bwd += [Access(tier, distinct, stored), Access(tier, distinct, stored, write=True)]
+        return Traffic(fwd, bwd, fwd_extra, bwd_extra)
+
+    def _pooled_rows(self, shard: Shard) -> float:
+        """Pooled outputs this shard computes per iteration (samples of the batch it serves)."""
+        batch = self.cfg.batch_size_per_gpu
+        if shard.scheme == "data_parallel":
+            return batch / self._pooled_dedup()
+        return batch * self.num_gpus / self._pooled_dedup()
+
+    def _pooled_dedup(self) -> float:
+        return self.cfg.dedup if self.cfg.dedup_pooled else 1.0
+
+    # ---- uncontended time of one GPU's embedding kernel ----------------------------------------
+    def kernel_estimate_s(self, accesses: list[Access], extra_hbm: float,
+                          host_tier_bytes: dict[tuple[str, bool], float]) -> float:
+        """max(HBM roofline, host-link reads, host-link writes, the host's traffic on each shared tier).
+
+        `host_tier_bytes`: bytes the whole host (all its GPUs) reads / writes on each tier in this
+        phase, keyed (tier, write)."""
+        gpu = self.hw.gpu
+        gathered = 0.0
+        link_read = link_write = 0.0
+        for a in accesses:
+            moved = a.count * (self.hbm if a.tier == "hbm" else self.tiers[a.tier]).bytes_moved(a.access_bytes)
+            if a.tier == "hbm":
+                gathered += moved
+            elif a.write:
+                link_write += moved
+            else:
+                link_read += moved
+        link = self.hw.host_link.achieved_bytes_per_s
+        times = [gpu.memory_time_s(extra_hbm, gather_bytes=gathered), link_read / link, link_write / link]
+        for (tier, write), nbytes in host_tier_bytes.items():
+            spec = self.tiers[tier]
+            times.append(nbytes / (spec.write_bandwidth_bytes_per_s if write else tier_read_capacity(spec)))
+        return max(times)
+
+    def access_time_s(self, tier: str, row_bytes: float) -> float:
+        """Uncontended time of one random row access on a tier as seen by one GPU."""
+        if tier == "hbm":
+            eff = self.hw.gpu.efficiency
+            return self.hbm.bytes_moved(row_bytes) / (self.hw.gpu.memory_bandwidth * (eff.gather or eff.memory))
+        spec = self.tiers[tier]
+        rate = min(self.hw.host_link.achieved_bytes_per_s, tier_read_capacity(spec) / self.gpus_per_node)
+        return spec.bytes_moved(row_bytes) / rate
+
+
+# ------------------------------------------------------------------------------------------------
+# all-to-all traffic
+
+def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np.ndarray]:
+    """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
+    cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
+    b, d = cfg.batch_size_per_gpu, cfg.dedup
+    pe = model.pooled_bytes / model._pooled_dedup()
+    inverse = b * LENGTH_BYTES if d > 1 else 0.0          # RecD inverse indices, one per sample
+    index = np.zeros((w, w))
+    pooled = np.zeros((w, w))
+    for s in shards:
+        if s.scheme == "data_parallel":
+            continue
+        o = s.rank
+        share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
+        index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
+        if s.scheme in ("table_wise", "column_wise", "row_wise"):
+            pooled[o, :] += b * s.dim * pe                  # row-wise: partial sums, reduced at the receiver
+        else:                                               # table-row-wise: reduce-scatter in the host, then a2a
+            host = o // gpn
+            local = np.arange(host * gpn, (host + 1) * gpn)
+            pooled[o, local] += b * w / gpn * s.dim * pe
+            pooled[o, :] += b / gpn * s.dim * pe
+    np.fill_diagonal(index, 0.0)
+    np.fill_diagonal(pooled, 0.0)
+    return index, pooled
+
+
+def a2a_flows(matrix: np.ndarray, devices: list[str], gpus_per_node: int, algorithm: str) -> list[tuple[str, str, float, int, int]]:
+    """Flows (src node, dst node, bytes, first source rank, dst rank) of an all-to-all of `matrix`.
+
+    `pxn`: intra-host flows i->j carry i's data for rank j and for rank j's rail peers on other
+    hosts; inter-host flows go rail to rail (A/g_j -> B/g_j) with everything host A has for B/g_j.
+    The first source rank of a PXN rail flow is -1-host (it waits for the whole host)."""
+    w = len(devices)
+    flows = []
+    if algorithm == "direct" or w <= gpus_per_node:
+        for i, j in zip(*np.nonzero(matrix)):
+            flows.append((devices[i], devices[j], float(matrix[i, j]), int(i), int(j)))
+        return flows
+    hosts = w // gpus_per_node
+    m = matrix.reshape(hosts, gpus_per_node, hosts, gpus_per_node)
+    for a in range(hosts):
+        intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]      # [i, j]: to j and j's rail
+        for i in range(gpus_per_node):
+            for j in range(gpus_per_node):
+                if i != j and intra[i, j] > 0:
+                    flows.append((devices[a * gpus_per_node + i], devices[a * gpus_per_node + j],
+                                  float(intra[i, j]), a * gpus_per_node + i, a * gpus_per_node + j))
+        rail = m[a].sum(axis=0)                                                # [host b, j]
+        for bh in range(hosts):
+            if bh == a:
+                continue
+            for j in range(gpus_per_node):
+                if rail[bh, j] > 0:
+                    flows.append((devices[a * gpus_per_node + j], devices[bh * gpus_per_node + j],
+                                  float(rail[bh, j]), -1 - a, bh * gpus_per_node + j))
+    return flows
+
+
+def a2a_estimate_s(network, flows) -> float:
+    """Bottleneck-link time of flows on the topology (even ECMP split) plus the longest path latency
+    (of each flow's first path)."""
+    if not flows:
+        return 0.0
+    topo = network.topology
+    srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
+    nbytes = np.array([float(f[2]) for f in flows])
+    batch = topo.route_batch(srcs, dsts) if len(flows) > 1 else None
+    if batch is None:                                  # per-pair routes (memory tiers, media)
+        load = np.zeros(topo.num_links)
+        latency = 0.0
+        for src, dst, size in zip(srcs, dsts, nbytes.tolist()):
+            paths = [list(p) for p in topo.routes(src, dst) if p]
+            for p in paths:
+                load[p] += size / len(paths)
+            if paths:
+                latency = max(latency, topo.path_latency_s(tuple(paths[0])))
+    else:
+        per_path = nbytes[batch.owner] * np.asarray(batch.share, dtype=float)
+        load = np.bincount(batch.flat, np.repeat(per_path, batch.lengths), minlength=topo.num_links)
+        real = np.flatnonzero(batch.lengths > 0)
+        first = real[np.unique(batch.owner[real], return_index=True)[1]]     # each flow's first path
+        latency = float(batch.latency[first].max()) if len(first) else 0.0
+    return float((load / topo.capacity).max()) + latency
+
+
+def host_tier_loads(per_gpu: dict[int, list[Access]], model: CostModel) -> dict[int, dict[tuple[str, bool], float]]:
+    """Bytes each host reads / writes on each host tier, keyed (tier, write), given per-GPU accesses."""
+    out: dict[int, dict[tuple[str, bool], float]] = defaultdict(lambda: defaultdict(float))
+    for rank, accesses in per_gpu.items():
+        host = rank // model.gpus_per_node
+        for a in accesses:
+            if a.tier != "hbm":
+                out[host][(a.tier, a.write)] += a.count * model.tiers[a.tier].bytes_moved(a.access_bytes)
+    return out

@@ -1,0 +1,266 @@
+"""The stage/worker machinery every ingestion pipeline shares: storage -> master -> workers ->
+trainers, parameterised by a data model's stages (tabular DPP rows, videos, ...).
+
+A `Worker` is a host with CPU cores and memory (SimPy containers), optional GPUs (`Device`s with
+compute streams) and network nodes. It runs `splits_in_flight` split loops; each loop reads its next
+split while it processes the previous one (double buffering). Per split:
+1. takes a split from the master (`Master.take`),
+2. reserves the split's memory (waits while the worker's memory is full),
+3. reads it from storage (`Storage.read`: flows through media, storage NIC, fabric, worker NIC),
+4. processes the split's batches, each once it holds one of the worker's output slots (which bounds
+   how far a worker runs ahead of its trainers, like a bounded prefetch queue): consecutive CPU
+   stages hold `cores_per_batch` cores for their combined busy time (work split across those
+   cores); a GPU stage runs as a kernel on the least-busy GPU's compute stream,
+5. for each processed batch takes a credit (a free slot in a trainer's buffer), sends the batch
+   (a flow to one of that trainer's GPU NICs; nothing when the worker is the trainer host itself),
+   delivers it, which the master records, and frees its output slot,
+6. releases the memory when all batches are delivered and reports the split complete.
+Busy times are nominal x a gamma factor of mean 1 and coefficient of variation `service_cv`
+(seeded, `sim.rng("service")`), so supply fluctuates even when its mean equals demand.
+
+A crashed worker (`crash`) stops at its next step: nothing it still holds is delivered, its cores
+and memory die with it, and the master requeues its outstanding splits' undelivered ranges
+after the master's heartbeat timeout. A retiring worker (scale-down) finishes its current splits
+and stops. Workers are reused: a restart starts a new incarnation with fresh resources.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+
+import simpy
+
+from sim.workloads.ingestion.parts import Master, Occupancy, Split, Storage, Trainer, Window
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    service_cv: float
+    cores_per_batch: int
+    splits_in_flight: int
+    heartbeat_timeout_s: float
+    worker_startup_s: float
+    output_batches: int | None           # batches a worker may hold processed or in process; None: 2 x
+                                         # the batches its cores process at once
+
+
+class Worker:
+    def __init__(self, index: int, name: str, read_nodes: list[str], cores: int, memory_bytes: float,
+                 gpus: list, local_trainer: int | None = None) -> None:
+        self.index, self.name = index, name
+        self.read_nodes = read_nodes          # network nodes data arrives at / leaves from
+        self.cores_total, self.memory_total = cores, memory_bytes
+        self.gpus = gpus
+        self.local_trainer = local_trainer    # on-trainer mode: the trainer host it runs on
+        self.incarnation = 0
+        self.alive = False
+        self.retiring = False
+        self.starting = False
+        self.failed = False                   # crashed and not restarted
+        self.loops = 0
+        self.cores: simpy.Container | None = None
+        self.memory: simpy.Container | None = None
+        self.slots: simpy.Container | None = None     # output slots: batches in process or awaiting a credit
+        self._node = 0
+        self.started_s = 0.0
+        self.alive_s = 0.0                    # time alive inside the window
+        self.cores_busy: Occupancy | None = None     # cores in use over time (set by the Pipeline)
+        self.memory_used: Occupancy | None = None    # bytes reserved over time
+
+    @property
+    def owner(self) -> tuple:
+        return (self.index, self.incarnation)
+
+    def live(self, incarnation: int) -> bool:
+        return self.alive and self.incarnation == incarnation
+
+    def node(self) -> str:
+        self._node = (self._node + 1) % len(self.read_nodes)
+        return self.read_nodes[self._node]
+
+    def pick_gpu(self):
+        return min(self.gpus, key=lambda d: (d.stream("compute").count + len(d.stream("compute").queue), d.node))
+
+
+class Pipeline:
+    def __init__(self, sim, network, data, storage: Storage, master: Master, trainers: list[Trainer],
+                 workers: list[Worker], credits_of, settings: PipelineSettings, window: Window) -> None:
+        self.sim, self.network, self.data = sim, network, data
+        self.storage, self.master, self.trainers, self.workers = storage, master, trainers, workers
+        self.credits_of = credits_of          # worker -> the credit store it draws from
+        self.settings, self.window = settings, window
+        self.groups = [(res, [i for i, _ in grp]) for res, grp in
+                       groupby(enumerate(data.stages), key=lambda item: item[1].resource)]
+        self._service = sim.rng("service")
+        self.counters: dict[str, float] = {}
+        self.batches_sent = 0
+        self.bytes_sent = 0.0
+        self.bytes_sent_wasted = 0.0
+        self.stage_busy_s = {s.name: 0.0 for s in data.stages}
+        self.crashes = 0
+        for w in workers:
+            w.cores_busy, w.memory_used = Occupancy(sim, window), Occupancy(sim, window)
+
+    # ---- pool management ------------------------------------------------------------------
+    def active(self) -> list[Worker]:
+        return [w for w in self.workers if (w.alive or w.starting) and not w.retiring]
+
+    def idle_hosts(self) -> list[Worker]:
+        """Hosts a controller may start: not running, not draining, not starting, not crashed."""
+        return [w for w in self.workers if not (w.alive or w.starting or w.failed) and w.loops == 0]
+
+    def start(self, worker: Worker, delay_s: float = 0.0) -> None:
+        worker.starting = True
+        self.sim.process(self._boot(worker, delay_s))
+
+    def _boot(self, worker: Worker, delay_s: float):
+        if delay_s > 0:
+            yield self.sim.timeout(delay_s)
+        worker.starting, worker.retiring, worker.alive, worker.failed = False, False, True, False
+        worker.incarnation += 1
+        worker.started_s = self.sim.now
+        worker.cores = simpy.Container(self.sim.env, capacity=worker.cores_total, init=worker.cores_total)
+        worker.memory = simpy.Container(self.sim.env, capacity=worker.memory_total, init=worker.memory_total)
+        slots = self.settings.output_batches or 2 * max(1, worker.cores_total // self._cores_per_batch(worker))
+        worker.slots = simpy.Container(self.sim.env, capacity=slots, init=slots)
+        for _ in range(self.settings.splits_in_flight):
+            worker.loops += 1
+            self.sim.process(self._split_loop(worker, worker.incarnation))
+
+    def retire(self, worker: Worker) -> None:
+        worker.retiring = True
+
+    def _stopped(self, worker: Worker) -> None:
+        worker.alive_s += self.window.overlap(worker.started_s, self.sim.now)
+
+    def close(self) -> None:
+        """End of run: count the alive time of workers still running."""
+        for w in self.workers:
+            if w.alive:
+                self._stopped(w)
+                w.started_s = self.sim.now
+
+    def crash(self, worker: Worker) -> None:
+        owner = worker.owner
+        if worker.alive:
+            self._stopped(worker)
+        worker.cores_busy.change(-worker.cores_busy.level)
+        worker.memory_used.change(-worker.memory_used.level)
+        worker.alive, worker.loops, worker.failed = False, 0, True
+        worker.incarnation += 1               # every process of the old incarnation stops
+        self.crashes += 1
+        self.sim.span(worker.name, "worker", "crashed", self.sim.now, self.sim.now, category="fault")
+        self.sim.process(self._requeue_after_timeout(owner))
+
+    def _requeue_after_timeout(self, owner: tuple):
+        yield self.sim.timeout(self.settings.heartbeat_timeout_s)
+        self.master.requeue_owner(owner)
+
+    # ---- one split loop of one worker ------------------------------------------------------
+    def _split_loop(self, w: Worker, inc: int):
+        """Read splits one after another; process each while the next one is read (double buffering)."""
+        processing = None
+        while w.live(inc) and not w.retiring:
+            split = yield from self.master.take((w.index, inc))
+            if split is None:
+                break
+            if not w.live(inc):
+                self.master.give_back(split)
+                return
+            plan = split.plan
+            yield w.memory.get(plan.memory_bytes)
+            if not w.live(inc):
+                return
+            w.memory_used.change(plan.memory_bytes)
+            read_start = self.sim.now
+            yield from self.storage.read(plan, w.node(), split.id)
+            if not w.live(inc):
+                return
+            self.sim.span(w.name, "read", f"split {split.id}", read_start, nbytes=plan.read_bytes, category="io")
+            for key, value in plan.counters.items():
+                self.counters[key] = self.counters.get(key, 0.0) + value
+            if processing is not None:
+                yield processing
+            processing = self.sim.process(self._process(w, inc, split))
+        if processing is not None:
+            yield processing
+        if w.live(inc):
+            w.loops -= 1
+            if w.loops == 0:
+                w.alive = False               # drained (retired, or no work left)
+                self._stopped(w)
+
+    def _process(self, w: Worker, inc: int, split: Split):
+        plan = split.plan
+        yield self.sim.all_of([self.sim.process(self._batch(w, inc, split, i)) for i in range(len(plan.batches))])
+        if w.live(inc):
+            w.memory.put(plan.memory_bytes)
+            w.memory_used.change(-plan.memory_bytes)
+            self.master.completed(split)
+
+    def _factor(self) -> float:
+        cv = self.settings.service_cv
+        return 1.0 if cv == 0 else float(self._service.gamma(1.0 / cv**2, cv**2))
+
+    def _cores_per_batch(self, w: Worker) -> int:
+        return min(self.settings.cores_per_batch, w.cores_total)
+
+    def _batch(self, w: Worker, inc: int, split: Split, index: int):
+        batch = split.plan.batches[index]
+        stages = self.data.stages
+        yield w.slots.get(1)
+        if not w.live(inc):
+            return
+        for resource, members in self.groups:
+            durations = [batch.stage_s[i] * self._factor() for i in members]
+            if resource == "cpu":
+                k = self._cores_per_batch(w)
+                yield w.cores.get(k)
+                if not w.live(inc):
+                    return
+                w.cores_busy.change(k)
+                t = self.sim.now
+                yield self.sim.timeout(sum(durations) / k)
+                if not w.live(inc):
+                    return
+                w.cores.put(k)
+                w.cores_busy.change(-k)
+                for i, d in zip(members, durations):
+                    self.sim.span(w.name, "cpu", stages[i].name, t, t + d / k, category="compute", units=k)
+                    self.stage_busy_s[stages[i].name] += self.window.overlap(t, t + d / k) * k
+                    t += d / k
+            else:
+                for i, d in zip(members, durations):
+                    gpu = w.pick_gpu()
+                    yield gpu.run(stages[i].name, d, stream="compute", category="compute")
+                    if not w.live(inc):
+                        return
+                    self.stage_busy_s[stages[i].name] += self.window.overlap(self.sim.now - d, self.sim.now)
+        credits = self.credits_of(w)
+        target = yield credits.get(w.index)
+        if not w.live(inc):
+            credits.release(w.index)
+            credits.put(target)
+            return
+        trainer = self.trainers[target]
+        if w.local_trainer != target:
+            t = self.sim.now
+            yield self.network.transfer_many([(w.node(), trainer.next_node(), batch.bytes_out)], name="batch")
+            self.bytes_sent += batch.bytes_out
+            if not w.live(inc):
+                self.bytes_sent_wasted += batch.bytes_out
+                credits.release(w.index)
+                credits.put(target)
+                return
+            self.sim.span(w.name, "send", f"batch ->h{target}", t, nbytes=batch.bytes_out, category="comm")
+        self.batches_sent += 1
+        for key, value in batch.counters.items():
+            self.counters[key] = self.counters.get(key, 0.0) + value
+        credits.release(w.index)
+        trainer.deliver(batch)
+        self.master.delivered(split, index)
+        w.slots.put(1)
+
+    # ---- the run ------------------------------------------------------------------------------
+    def pending_ranges(self) -> list[tuple[int, int]]:
+        return self.master.pending_ranges()

@@ -1,0 +1,387 @@
+"""One training run on the cluster: pipeline stages as SimPy processes, kernels on device streams,
+collectives and p2p transfers as network flows.
+
+Per simulated stage group (s, d) one process drives the group's GPUs (they run the same kernels;
+TP and CP collectives move every member's flows). Per iteration:
+1. sharded DP (`fsdp`): all-gathers of each DP unit's 16-bit weights (a layer, or a whole chunk), issued
+   on the `comm` stream in the order the chunks are first used; a chunk's first forward waits for
+   each unit's weights just before the layer that needs them;
+2. the schedule's ops (training_schedule.py) on the `compute` stream: a forward waits for the
+   activations of the previous virtual stage, a backward for the gradient of the next one; each op
+   runs its layers' kernels, blocking on their TP/CP collectives (Megatron without TP overlap; with
+   `tp_comm_overlap` a TP all-gather/reduce-scatter runs beside its GEMM), then sends its output to
+   the neighbouring stage group as one flow per member (asynchronous: it overlaps the next op);
+3. in a chunk's last backward, each unit's gradients are reduce-scattered (`ddp`: all-reduced) on the
+   `comm` stream as soon as they are complete, overlapping the rest of the backward;
+4. the gradient-norm all-reduce over the pipeline (a barrier between the stages), then the
+   optimizer step (a memory-bound kernel over the local shard).
+
+DP collectives are streamed rings (training_layout.streamed_ring). Replicas reach a DP collective
+independently; it starts when the last one arrives.
+
+Replay (exact where the TP/CP traffic has its links to itself: always on the analytical network, on
+the flow network when a stage group is one host or one GPU): the first time a layer of a given kind
+runs on a group of a given signature it is simulated kernel by kernel and collective by collective;
+later layers of that kind replay its timeline (every span re-recorded), and later ops of the same
+shape hold the compute stream for the recorded duration and record one span. The TP/CP flows of
+replayed layers are not sent again: the links table and network energy count the first ones only,
+and a replayed op's TP/CP waits count as compute for the energy accounting; GPUs standing in
+(other group members, the members of a representative's class) mirror its busy periods as compute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hardware_models.gpu import DTYPE_BYTES
+from sim.network.collectives import collective, run_schedule
+from sim.models.training_shapes import CommOp, Kernel
+from sim.workloads.training.accounting import DriverStats
+from sim.workloads.training.layout import (
+    GroupComm,
+    flow_signature,
+    mirror_components,
+    ring_hop_latency_s,
+    streamed_ring,
+)
+
+OPTIMIZER_BYTES_PER_PARAM = 30.0   # Adam step: read grad, master, m, v (fp32); write master, m, v, 16-bit weight
+
+
+@dataclass
+class Capture:
+    """The recorded timeline of a segment or op: spans as offsets from its start."""
+    duration_s: float = 0.0
+    kernel_s: float = 0.0
+    comm_s: float = 0.0
+    flop: float = 0.0
+    executed_flop: float = 0.0
+    spans: list = field(default_factory=list)     # (track, name, start_off, end_off, nbytes, flop, category)
+
+    def add(self, other: Capture, offset: float) -> None:
+        self.kernel_s += other.kernel_s
+        self.comm_s += other.comm_s
+        self.flop += other.flop
+        self.executed_flop += other.executed_flop
+        self.spans += [(t, n, a + offset, b + offset, nb, f, c) for t, n, a, b, nb, f, c in other.spans]
+
+
+class Group:
+    def __init__(self, layout, network, s: int, d: int, members: list[int], algorithm: str) -> None:
+        self.s, self.d, self.members = s, d, members
+        self.devices = layout.group(s, d)
+        self.driver = self.devices[0]
+        self.comm = GroupComm(network, self.devices, layout.tp, layout.cp, algorithm)
+        self.slowdown = max(dev.slowdown for dev in self.devices)
+        self.mirrors = mirror_components(layout, s, members)
+        self.stats = DriverStats()
+        self._signature: bytes | None = None
+
+    def signature(self, topology, items) -> bytes:
+        """What the timing of this group's ops depends on: the flows of its collectives (`items`: every
+        item the stage can run) and its speed."""
+        if self._signature is None:
+            pairs = self.comm.pairs(i for i in items if isinstance(i, CommOp))
+            sig = flow_signature(topology, [p[0] for p in pairs], [p[1] for p in pairs])
+            self._signature = sig.tobytes() + np.float64(self.slowdown).tobytes()
+        return self._signature
+
+
+class TrainingRun:
+    def __init__(self, sim, cluster, layout, plan, config, classes: list[list[int]], replay: bool) -> None:
+        self.sim, self.cluster, self.net, self.layout = sim, cluster, cluster.network, layout
+        self.plan, self.config, self.replay = plan, config, replay
+        self.classes = classes
+        self.representative = len(classes) < layout.dp       # some replicas stand in for others
+        self.groups = {(s, m[0]): Group(layout, self.net, s, m[0], m, config.collective_algorithm)
+                       for m in classes for s in range(layout.pp)}
+        self._events: dict[tuple, object] = {}
+        self._rendezvous: dict[tuple, list] = {}
+        self._segments: dict[tuple, Capture] = {}
+        self._ops: dict[tuple, Capture] = {}
+        self._pp_flows: dict[tuple, list] = {}
+        self._dp_steps: dict[tuple, tuple[list, float]] = {}
+        self._dp_rings: dict[int, tuple[list, float]] = {}          # stage -> (DP rings, hop latency)
+        self.iteration_end_s: list[float] = [0.0] * config.iterations
+        self.first_captures: dict[str, Capture] = {}
+
+    # ---- the run ----------------------------------------------------------------------------
+    def run(self):
+        procs = [self.sim.process(self._stage(g)) for g in self.groups.values()]
+        yield self.sim.all_of(procs)
+        for g in self.groups.values():
+            self._flush_mirror(g)
+
+    def _stage(self, g: Group):
+        plan, cfg = self.plan, self.config
+        ops = plan.ops[g.s]
+        reduce_op = "reduce_scatter" if cfg.data_parallel == "fsdp" else "all_reduce"
+        for it in range(cfg.iterations):
+            gathers: dict[tuple[int, int], object] = {}
+            if cfg.data_parallel == "fsdp":
+                for c in plan.chunk_order[g.s]:
+                    for u in range(len(plan.dp_units(g.s, c))):
+                        gathers[(c, u)] = self.sim.process(self._dp(g, it, c, u, "all_gather"))
+            reductions: list = []
+            for i, op in enumerate(ops):
+                j = op.virtual_stage(g.s, self.layout.pp)
+                if (op.kind == "F" and j > 0) or (op.kind == "B" and j < plan.virtual_stages - 1):
+                    key = (g.d, it, op.kind, op.microbatch, j)
+                    yield self._event(key)
+                    del self._events[key]
+                gate = done = None
+                if op.kind == "F" and plan.first_forward[g.s][op.chunk] == i and gathers:
+                    gate = {u: gathers[(op.chunk, u)] for u in range(len(plan.dp_units(g.s, op.chunk)))}
+                if plan.last_backward[g.s][op.chunk] == i:
+                    def done(u, c=op.chunk, it=it, reductions=reductions):
+                        reductions.append(self.sim.process(self._dp(g, it, c, u, reduce_op)))
+                yield from self._op(g, op, j, gate, done)
+                if op.kind == "F" and j < plan.virtual_stages - 1:
+                    self._send(g, it, "F", op.microbatch, j, j + 1)
+                elif op.kind == "B" and j > 0:
+                    self._send(g, it, "B", op.microbatch, j, j - 1)
+            yield self.sim.all_of(reductions)
+            yield from self._grad_norm(g, it)
+            yield from self._optimizer(g)
+            self.iteration_end_s[it] = max(self.iteration_end_s[it], self.sim.now)
+
+    # ---- compute ----------------------------------------------------------------------------
+    def _signature(self, g: Group) -> bytes:
+        return g.signature(self.net.topology, self.plan.stage_items(g.s))
+
+    def _op(self, g: Group, op, j: int, gate: dict | None = None, done=None):
+        """One forward or backward pass of a chunk on the group's compute stream. `gate`: DP unit ->
+        its all-gather (the chunk's first forward waits for each unit's weights before using them);
+        `done(unit)`: called when a unit's gradients are complete (the chunk's last backward)."""
+        segments = self.plan.expanded(op.kind, j)
+        key = (op.kind, tuple(name for name, _, _ in segments), self._signature(g))
+        with g.driver.stream("compute").request() as req:
+            yield req
+            start = self.sim.now
+            st = g.stats
+            hooked = gate is not None or done is not None
+            cap = self._ops.get(key) if self.replay and not hooked else None
+            if cap is None:
+                cap = Capture()
+                for k, (name, seg, unit) in enumerate(segments):
+                    if gate and unit in gate:
+                        t0 = self.sim.now
+                        yield gate.pop(unit)
+                        st.waits_in_ops_s += self.sim.now - t0
+                    seg_start = self.sim.now
+                    part = yield from self._segment(g, f"{op.kind}{op.microbatch} v{j} {name}", name.split(" L")[0],
+                                                    seg)
+                    cap.add(part, seg_start - start)
+                    if done is not None and (k + 1 == len(segments) or segments[k + 1][2] != unit):
+                        done(unit)
+                cap.duration_s = self.sim.now - start
+                if not hooked:
+                    self.first_captures.setdefault(f"{op.kind} v{j}", cap)
+                    if self.replay:
+                        self._ops[key] = cap
+            else:
+                yield self.sim.timeout(cap.duration_s)
+                self.sim.span(g.driver.node, "compute", f"{op.kind} mb{op.microbatch} v{j}", start, self.sim.now,
+                              flop=cap.flop, category="compute")
+            st.ops.append((start, self.sim.now))
+            st.kernel_s += cap.kernel_s
+            st.comm_in_ops_s += cap.comm_s
+            st.flop += cap.flop
+            st.executed_flop += cap.executed_flop
+            self._mirror(g, start, self.sim.now)
+
+    def _segment(self, g: Group, label: str, name: str, items):
+        """Run one layer (or the embedding / LM-head part) kernel by kernel; returns its Capture."""
+        key = (name, self._signature(g))
+        cached = self._segments.get(key) if self.replay else None
+        start = self.sim.now
+        if cached is not None:
+            yield self.sim.timeout(cached.duration_s)
+            for track, n, a, b, nb, f, c in cached.spans:
+                self.sim.span(g.driver.node, track, f"{label} {n}", start + a, start + b, nbytes=nb, flop=f,
+                              category=c)
+            return cached
+        cap = Capture()
+        for group in self._overlap_groups(items):
+            t0 = self.sim.now
+            waits = []
+            for item in group:
+                if isinstance(item, Kernel):
+                    waits.append(self.sim.timeout(item.duration_s * g.slowdown))
+                else:
+                    steps = g.comm.steps(item.group, item.op, item.nbytes)
+                    waits.append(run_schedule(self.net, steps, name=f"{label} {item.name}") if steps
+                                 else self.sim.timeout(0))
+            yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
+            kernel_s = 0.0
+            for item in group:
+                if isinstance(item, Kernel):
+                    d = item.duration_s * g.slowdown
+                    kernel_s += d
+                    cap.flop += item.flop
+                    cap.executed_flop += item.executed_flop
+                    span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
+                else:
+                    span = (item.group, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
+                cap.spans.append(span)
+                self.sim.span(g.driver.node, span[0], f"{label} {span[1]}", start + span[2], start + span[3],
+                              nbytes=span[4], flop=span[5], category=span[6])
+            cap.kernel_s += kernel_s
+            cap.comm_s += max(self.sim.now - t0 - kernel_s, 0.0)       # communication not hidden by a kernel
+        cap.duration_s = self.sim.now - start
+        if self.replay:
+            self._segments[key] = cap
+        return cap
+
+    def _overlap_groups(self, items) -> list[tuple]:
+        """Items run one at a time, except (with `tp_comm_overlap`) a TP all-gather with the GEMM that
+        consumes it and a GEMM with the reduce-scatter of its output, which run together (chunked
+        overlap as in Transformer Engine's userbuffers, taken as perfect)."""
+        if not self.config.tp_comm_overlap:
+            return [(i,) for i in items]
+
+        def gemm(x):
+            return isinstance(x, Kernel) and x.category == "dense"
+
+        def tp(x, op):
+            return isinstance(x, CommOp) and x.group == "tp" and x.op == op
+        out, i = [], 0
+        while i < len(items):
+            a, b = items[i], items[i + 1] if i + 1 < len(items) else None
+            if b is not None and ((tp(a, "all_gather") and gemm(b)) or (gemm(a) and tp(b, "reduce_scatter"))):
+                out.append((a, b))
+                i += 2
+            else:
+                out.append((a,))
+                i += 1
+        return out
+
+    def _optimizer(self, g: Group):
+        nbytes = OPTIMIZER_BYTES_PER_PARAM * self.plan.stage_params[g.s] / self.plan.optimizer_shards
+        duration = g.driver.spec.memory_time_s(nbytes) * g.slowdown
+        with g.driver.stream("compute").request() as req:
+            yield req
+            start = self.sim.now
+            yield self.sim.timeout(duration)
+            self.sim.span(g.driver.node, "compute", "optimizer step", start, self.sim.now, nbytes=nbytes,
+                          category="elementwise")
+        g.stats.ops.append((start, self.sim.now))
+        g.stats.optimizer_s += self.sim.now - start
+        self._mirror(g, start, self.sim.now)
+
+    # ---- pipeline p2p -------------------------------------------------------------------------
+    def _send(self, g: Group, it: int, kind: str, mb: int, j_from: int, j_to: int) -> None:
+        p = self.layout.pp
+        s_to = j_to % p
+        key = (g.d, it, kind, mb, j_to)
+        if s_to == g.s:                                  # the same GPUs (no pipeline parallelism)
+            self._event(key).succeed()
+            return
+        flows = self._pp_flows.get((g.d, g.s, s_to))
+        if flows is None:
+            dst = self.layout.group(s_to, g.d)
+            flows = [(a.node, b.node, self.plan.p2p_bytes) for a, b in zip(g.devices, dst)]
+            self._pp_flows[(g.d, g.s, s_to)] = flows
+        start = self.sim.now
+        done = self.net.transfer_many(flows, name=f"pp {kind}{mb} v{j_from}->v{j_to}", track="pp", key=flows)
+        receiver = self.groups[(s_to, g.d)]
+
+        def arrived(_e):
+            receiver.stats.comm.append((start, self.sim.now))
+            self._event(key).succeed()
+        done.callbacks.append(arrived)
+
+    def _event(self, key: tuple):
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = self.sim.env.event()
+        return ev
+
+    # ---- data parallelism ---------------------------------------------------------------------
+    def _dp(self, g: Group, it: int, chunk: int, unit: int, op: str):
+        with g.driver.stream("comm").request() as req:
+            yield req
+            start = self.sim.now
+            key = ("dp", it, g.s, chunk, unit, op)
+            yield self._meet(key, len(self.classes), lambda: self._dp_flows(g.s, chunk, unit, op))
+            if self.sim.now > start:
+                self.sim.span(g.driver.node, "dp", f"dp {op} chunk {chunk} unit {unit}", start, self.sim.now,
+                              category="comm")
+                g.stats.comm.append((start, self.sim.now))
+
+    def _meet(self, key: tuple, parties: int, launch):
+        """A rendezvous: the event fires when `launch()` (started by the last of `parties`) ends."""
+        entry = self._rendezvous.setdefault(key, [0, self.sim.env.event()])
+        entry[0] += 1
+        if entry[0] == parties:
+            done = entry[1]
+            del self._rendezvous[key]
+
+            def proc():
+                yield from launch()
+                done.succeed()
+            self.sim.process(proc())
+        return entry[1]
+
+    def _dp_flows(self, s: int, chunk: int, unit: int, op: str):
+        steps, fill_s = self._dp_schedule(s, chunk, unit, op)
+        if steps:
+            yield self.net.transfer_many(steps, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp",
+                                         key=steps)
+        if fill_s > 0:
+            yield self.sim.timeout(fill_s)
+
+    def _dp_schedule(self, s: int, chunk: int, unit: int, op: str) -> tuple[list, float]:
+        """Streamed rings: one flow per ring edge with its whole share; returns (flows, fill latency)."""
+        key = (s, chunk, unit, op)
+        if key not in self._dp_steps:
+            lay = self.layout
+            n = lay.dp * lay.cp
+            params = self.plan.dp_units(s, chunk)[unit]
+            per_param = DTYPE_BYTES[self.config.dtype] if op == "all_gather" else DTYPE_BYTES[self.config.grad_dtype]
+            nbytes = params * per_param
+            if s not in self._dp_rings:                  # the same rings for every chunk, unit and op
+                tps = range(1) if self.representative else range(lay.tp)     # representatives: TP rank 0's ring
+                rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
+                self._dp_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
+            rings, hop_latency_s = self._dp_rings[s]
+            self._dp_steps[key] = streamed_ring(self.net, rings, op, nbytes, hop_latency_s)
+        return self._dp_steps[key]
+
+    def _grad_norm(self, g: Group, it: int):
+        """Gradient-norm all-reduce over the pipeline: every stage of the replica meets here."""
+        p = self.layout.pp
+        if p == 1:
+            return
+        key = ("norm", it, g.d)
+        drivers = [self.groups[(s, g.d)].driver.node for s in range(p)]
+
+        def launch():
+            proc, _ = collective(self.net, "all_reduce", drivers, 8.0, "ring", name="grad-norm all_reduce")
+            yield proc
+        yield self._meet(key, p, launch)
+
+    # ---- energy mirrors -----------------------------------------------------------------------
+    def _mirror(self, g: Group, start: float, end: float) -> None:
+        """Coalesce busy periods; the other GPUs of the group and its class mirror them."""
+        st = g.stats
+        if st.mirror_open is not None and start <= st.mirror_open[1]:
+            st.mirror_open[1] = end
+            return
+        self._flush_mirror(g)
+        st.mirror_open = [start, end]
+
+    def _flush_mirror(self, g: Group) -> None:
+        st = g.stats
+        if st.mirror_open is None:
+            return
+        start, end = st.mirror_open
+        st.mirror_open = None
+        for observe in self.sim.recorder.observers:
+            bulk = getattr(observe, "add_components", None)       # optional part of the observer interface
+            if bulk is not None:
+                bulk(g.mirrors, "compute", "compute", start, end)
+                continue
+            for comp in g.mirrors:
+                observe(comp, "compute", "compute", start, end, 1.0)
