@@ -26,7 +26,7 @@ Prints per entry point the inputs tried and how they ended (ok, error = one-line
 timeout, crash), then each distinct crash with its input. Exit code 1 if anything crashed. The
 process caps its own address space (`--memory-limit-gib`), so an input the cost estimate should
 have refused ends in MemoryError - a crash - instead of waking the OOM killer; `--log` writes each
-input before it runs. The generators are in benchmarks/fuzz_inputs.py; tests/test_fuzz.py runs a
+input before it runs. The generators are in benchmarks/fuzz_inputs.py; tests/end_to_end/test_fuzz.py runs a
 few dozen inputs per entry point and the regression tests of every crash found.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python notebooks/build.py            # rewrite notebooks/*.ipynb (outputs empty)
 
 Every notebook starts from the project's scenarios, runs top to bottom in under a minute on a
-2-core machine, and is executed by tests/test_notebooks.py so it cannot rot. Cells that draw end in
+2-core machine, and is executed by tests/end_to_end/test_notebooks.py so it cannot rot. Cells that draw end in
 `;` so a figure shows once.
 """
 from __future__ import annotations

@@ -9,7 +9,7 @@ from sim.errors import ScenarioError
 from sim.scenario.jobs import ClusterView, JobSimulation, parse_host_set, place_jobs
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
-from tests.test_cli import cli, write
+from tests.end_to_end.test_cli import cli, write
 
 # 8 hosts x 8 GPUs on a three-layer Clos: 2 hosts per ToR, 4 hosts per pod, 2 pods joined by a 7:1
 # oversubscribed core. Packed jobs stay inside their pod; spread jobs both cross the core.

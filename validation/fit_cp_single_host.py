@@ -52,7 +52,7 @@ def scenario(gpu, metric: str, tokens: int):
                      "topology": {"kind": "single-switch"}},
         "workload": {"kind": "cp_inference", "model": "llama3-405b", "dtype": "bf16", "ffn_dtype": "fp8",
                      "parallelism": {"tp": 8}, "requests": [request],
-                     # identical layers: two simulated, the rest replayed (exact, tests/test_cp_inference.py)
+                     # identical layers: two simulated, the rest replayed (exact, tests/workloads/cp_inference/test_cp_inference.py)
                      "simulate": {"layers": 2}}})
 
 

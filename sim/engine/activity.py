@@ -14,7 +14,7 @@ Two observers, attached before the run (sim/energy/meter.py does it), see everyt
   the weighted amounts into time bins per row (e.g. per power class and per host). It buffers what
   it is given and bins it in vectorised batches (`flush()`, also done before results are read):
   the same amounts per interval and row as binning each call at once, summed in another order
-  (identical within float rounding; tests/test_workload_speed.py compares both).
+  (identical within float rounding; tests/workloads/test_workload_fast_paths.py compares both).
 
 `OpenIntervals` keeps, per GPU, the interval during which it takes part in transfers (sim/energy/meter.py
 feeds it each transfer's endpoints; it hands closed intervals to a `SpanActivity`).
@@ -226,7 +226,7 @@ class OpenIntervals:
     overlap (their union is what counts). Transfers with few rows (`add`) are buffered
     and folded in vectorised batches; ones with many (`add_many`) are folded at once, after the
     buffer. Either way the intervals are those of folding every transfer in turn, in call order
-    (tests/test_workload_speed.py holds it to that).
+    (tests/workloads/test_workload_fast_paths.py holds it to that).
     """
 
     def __init__(self, rows: int, emit, batch: int = 1 << 16) -> None:

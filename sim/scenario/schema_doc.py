@@ -156,7 +156,7 @@ def scenario_reference_markdown() -> str:
     documented: dict = {}
     out = ["# Scenario reference", "",
            "Generated from the pydantic models by `dcsim schema --markdown > docs/scenario-reference.md`; "
-           "do not edit by hand (tests/test_visuals.py checks it is up to date).", "",
+           "do not edit by hand (tests/report/test_visuals.py checks it is up to date).", "",
            "Quantities accept units (`\"400 Gbit/s\"`, `\"96 GiB\"`, `\"2 us\"`, `\"800 TFLOP/s\"`). Unknown "
            "keys are errors. Any key can be overridden from the command line with `--set key.path=value`; "
            "`[]` in a key path marks a list of mappings.", "",

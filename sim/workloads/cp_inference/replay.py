@@ -19,7 +19,7 @@ e0 + d, e0 + d + d, ... (d = e0 - s0): a layer then ends exactly where the next 
 a simulation of every layer, so ties between spans (which the critical path follows) stay ties;
 `end_s(layers)` is where the replayed layers end, which `delay_to` turns into an exact timeout.
 The spans, link table and metrics (energy included) are those of simulating every layer, up to
-float rounding of the times; tests/test_workload_speed.py compares the two.
+float rounding of the times; tests/workloads/test_workload_fast_paths.py compares the two.
 
 A recording is only replayed where it stands for the following layers exactly: `replayable(n)`
 says how many of them can be replayed before the span recorder reaches its limit (past the limit

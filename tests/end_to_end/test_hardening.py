@@ -1,6 +1,6 @@
 """Hardening: determinism and isolation, provenance, output safety and resource limits.
 
-- Determinism: tests/test_scenarios.py runs every shipped scenario twice (same seed -> identical
+- Determinism: tests/end_to_end/test_scenarios.py runs every shipped scenario twice (same seed -> identical
   metrics); here: every workload kind has a shipped scenario (so that check covers all kinds), runs
   of different kinds in one process do not influence each other, a fresh process with another hash
   seed gives the same metrics, and the source holds no module-level mutable state, no global RNG and
@@ -30,9 +30,9 @@ from sim.scenario.estimate import DEFAULT_LIMITS, Limits, enforce, estimate
 from sim.runner import run, scenario_sha256
 from sim.scenario.model import load_scenario, scenario_from_dict
 from sim.workloads import kinds
-from tests.test_cli import cli
+from tests.end_to_end.test_cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 BENCHMARKS = sorted((ROOT / "benchmarks" / "scenarios").glob("*.yaml"))
 SOURCE_DIRS = ("sim", "hardware_models", "validation")
@@ -69,7 +69,7 @@ def shipped_kinds() -> set[str]:
 
 
 def test_every_kind_has_a_shipped_scenario_so_determinism_covers_it():
-    """tests/test_scenarios.py runs each shipped scenario twice and compares metrics: that covers a
+    """tests/end_to_end/test_scenarios.py runs each shipped scenario twice and compares metrics: that covers a
     kind only if some shipped scenario (or a job of a multi-job one) uses it."""
     assert set(kinds()) <= shipped_kinds()
 
@@ -85,7 +85,7 @@ def test_runs_in_one_process_do_not_influence_each_other():
 def test_a_fresh_process_with_another_hash_seed_gives_the_same_metrics(tmp_path):
     """Set iteration order and string hashes change with PYTHONHASHSEED; results must not."""
     kinds_ = ["collective", "cp_inference", "ingestion", "tiered_memory"]
-    script = ("import json, sys; sys.path.insert(0, %r); from tests.test_hardening import quick, run; "
+    script = ("import json, sys; sys.path.insert(0, %r); from tests.end_to_end.test_hardening import quick, run; "
               "print(json.dumps({k: run(quick(k)).metrics for k in %r}))" % (str(ROOT), kinds_))
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,

@@ -26,7 +26,7 @@ from validation.calibrate import calibrate, fit_device, fit_gather, fit_link, li
 from validation.predict import Case, Predictor
 from validation.records import Record, load_record_sets, load_records, save_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STORED = REPO / "validation" / "records"
 NOMINAL = {"kind": "cpu", "cores": 1, "memory": 16e9, "memory_bandwidth": 40e9,
            "peak": {"fp32": 160e9, "bf16": 2.6e12}, "fit_peak": ["bf16"], "source": "test nominal"}

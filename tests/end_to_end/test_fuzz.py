@@ -19,7 +19,7 @@ from sim.errors import ScenarioError
 from sim.runner import run
 from sim.scenario.model import load_scenario, scenario_from_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAST_BASES = ["allreduce-2x8-h100", "alltoall-fattree-oversub", "sweep-collectives-base", "ingest-dlrm-on-trainer",
               "cp-405b-decode-128k"]
 ENTRIES = fuzz.entries(run_timeout_s=10.0, compare_every=12, bases=None, runnable=FAST_BASES)

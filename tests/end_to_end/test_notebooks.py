@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 SLOW = {"ingestion_sizing.ipynb"}     # 15-40 s on a busy 2-core machine: nine ingestion runs
 
 

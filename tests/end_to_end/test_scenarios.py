@@ -15,7 +15,7 @@ import pytest
 
 from sim import load_scenario, run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 from make_golden import GOLDEN, SHORTEN, scenario_paths  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 
 from sim.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ALLREDUCE = str(ROOT / "scenarios" / "allreduce-2x8-h100.yaml")
 
 GOOD = """

@@ -284,7 +284,7 @@ def test_scenario_reference_page_is_up_to_date():
     from sim.scenario.schema_doc import scenario_reference_markdown
     from sim.workloads import kinds
     page = scenario_reference_markdown()
-    committed = (Path(__file__).parent.parent / "docs" / "scenario-reference.md").read_text()
+    committed = (Path(__file__).resolve().parents[2] / "docs" / "scenario-reference.md").read_text()
     assert committed == page, "regenerate: dcsim schema --markdown > docs/scenario-reference.md"
     for kind in kinds():
         assert f"### kind: `{kind}`" in page
