@@ -155,6 +155,10 @@ class Topology:
     def link_id(self, src: str, dst: str) -> int:
         return self._edge_id[(src, dst)]
 
+    def has_link(self, src: str, dst: str) -> bool:
+        """Whether a directed link src -> dst exists (names as in `link_name`)."""
+        return (src, dst) in self._edge_id
+
     def link_name(self, link_id: int) -> str:
         return f"{self.link_src[link_id]}->{self.link_dst[link_id]}"
 

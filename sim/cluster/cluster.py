@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from hardware_models.topology import HostPool, Topology, build_topology
 from sim.engine.compute import Device
 from sim.engine.simulation import Simulation
-from sim.network.backends import Network, make_network
 from sim.cluster.stragglers import apply_stragglers
+from sim.network.backends import make_network
+from sim.network.base import Network
 
 
 @dataclass

@@ -61,7 +61,7 @@ def apply_stragglers(topology, devices, stragglers: list[Straggler]) -> None:
             links = _nic_links(topology, device.node) if s.bandwidth_factor < 1.0 else []
         else:
             src, sep, dst = s.link.partition("->")
-            if not sep or (src.strip(), dst.strip()) not in topology._edge_id:
+            if not sep or not topology.has_link(src.strip(), dst.strip()):
                 raise ScenarioError("no such link; names are 'src->dst' as in `dcsim run --links N`",
                                     path=f"hardware.stragglers.{i}.link", value=s.link)
             links = [topology.link_id(src.strip(), dst.strip())]

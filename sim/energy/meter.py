@@ -44,8 +44,9 @@ import numpy as np
 import pandas as pd
 from scipy.ndimage import maximum_filter1d, minimum_filter1d
 
-from sim.engine.activity import AdaptiveBins, LinkTraffic, OpenIntervals, SpanActivity, union
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
+from sim.engine.activity import AdaptiveBins, LinkTraffic, OpenIntervals, SpanActivity, union
+from sim.engine.replay import StepKey
 
 FINE_BINS = 16384
 COARSE_BINS = 256
@@ -70,7 +71,7 @@ class EnergyMeter:
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
         self._devices = list(self.inv.device_index)
         self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
-        self._rows_by_list: dict[int, tuple] = {}          # id(srcs) -> (srcs, dsts, their GPUs' rows)
+        self._rows_by_step: dict[StepKey, np.ndarray] = {}    # a keyed step's transfer -> its GPUs' rows
         self._rows_by_content: dict[tuple, np.ndarray] = {}   # (srcs, dsts) as tuples -> their GPUs' rows
         self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
         self._comm = OpenIntervals(len(self._devices),                 # per GPU: open comm interval
@@ -78,7 +79,7 @@ class EnergyMeter:
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
-    def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
+    def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray, key: StepKey | None = None) -> None:
         """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
         is delivered, as GPUs inside one collective step wait for each other.
 
@@ -93,7 +94,7 @@ class EnergyMeter:
                 if end_s > start_s:
                     self._comm.add(rows, start_s, end_s)
             return
-        uniq = self._transfer_rows(srcs, dsts)
+        uniq = self._transfer_rows(srcs, dsts, key)
         if not len(uniq):
             return
         end_s = float(np.max(finish_s))
@@ -101,13 +102,13 @@ class EnergyMeter:
             # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
             self._comm.add_many(uniq, start_s, end_s)
 
-    def _transfer_rows(self, srcs: list[str], dsts: list[str]) -> np.ndarray:
+    def _transfer_rows(self, srcs: list[str], dsts: list[str], step: StepKey | None = None) -> np.ndarray:
         """Rows of the GPUs among a transfer's endpoints, remembered for the next transfer between
-        the same endpoints: the same lists (a replayed step) or, up to _ROWS_BY_CONTENT_MAX flows,
-        equal ones (another chunk of a collective)."""
-        by_list = self._rows_by_list.get(id(srcs))
-        if by_list is not None and by_list[0] is srcs and by_list[1] is dsts:
-            return by_list[2]
+        the same endpoints: the same step (`step`: its key, sim/engine/replay.py) or, up to
+        _ROWS_BY_CONTENT_MAX flows, equal endpoints (another chunk of a collective)."""
+        by_step = self._rows_by_step.get(step) if step is not None else None
+        if by_step is not None:
+            return by_step
         key = (tuple(srcs), tuple(dsts)) if len(srcs) <= _ROWS_BY_CONTENT_MAX else None
         uniq = self._rows_by_content.get(key) if key is not None else None
         if uniq is None:
@@ -119,8 +120,8 @@ class EnergyMeter:
                 if len(self._rows_by_content) >= _ROWS_BY_CONTENT_SETS:
                     self._rows_by_content.clear()       # bounded memory; a later transfer looks up again
                 self._rows_by_content[key] = uniq
-        if len(srcs) > 64:
-            self._rows_by_list[id(srcs)] = (srcs, dsts, uniq)
+        if step is not None and len(srcs) > 64:
+            self._rows_by_step[step] = uniq
         return uniq
 
     @classmethod

@@ -2,7 +2,9 @@
 
 - `simulation`: `Simulation` owns the SimPy clock, the random generator, the id counters and the
   span recorder of one run (no module-level state: two simulations never influence each other).
-- `compute`: device streams (a GPU runs one kernel at a time per stream).
+- `compute`: device streams (a GPU runs one kernel at a time per stream) and their busy/FLOP counters.
+- `replay`: record once, replay exactly - step keys and the tapes every fast path that repeats
+  identical work shares.
 - `activity`: exact busy time, bytes and FLOPs per component, independent of the recorder's cap.
 - `progress`: driving a run to completion with an optional progress bar.
 """

@@ -27,6 +27,7 @@ covers (partial bins directly, whole bins through a running difference array: O(
 from __future__ import annotations
 
 from array import array
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -117,10 +118,10 @@ class SpanActivity:
         self._key = np.zeros(0, dtype=np.int64)          # merged intervals (disjoint per key), sorted
         self._start = np.zeros(0)
         self._end = np.zeros(0)
-        self._unit_s = np.zeros(0)
+        self._unit_s: np.ndarray = np.zeros(0)
         self._chunks: list[tuple] = []          # from add_many / add_spans: (keys, start, end, units or None)
         self._chunk_len = 0
-        self._component_keys: dict[int, tuple] = {}     # id(component list) -> (list, (track, category), key ids)
+        self._component_keys: dict[tuple[Hashable, str, str], np.ndarray] = {}   # (list key, track, category) -> key ids
         self._batch = batch
         self._next = batch
         self.spans = 0
@@ -139,15 +140,16 @@ class SpanActivity:
                         np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy(), None)
 
     def add_components(self, components: list[str], track: str, category: str, start_s: float,
-                       end_s: float) -> None:
+                       end_s: float, key: Hashable) -> None:
         """One busy interval of one unit on each of `components` (what one call per component
-        does); the key ids of a component list are kept for its next call."""
-        cached = self._component_keys.get(id(components))
-        if cached is None or cached[0] is not components or cached[1] != (track, category):
+        does). `key` names the list (e.g. the object that owns it; the same key always comes with
+        the same list): its key ids are kept for the next call."""
+        ids = self._component_keys.get((key, track, category))
+        if ids is None:
             ids = np.array([self.key_id((c, track, category)) for c in components], dtype=np.int64)
-            cached = self._component_keys[id(components)] = (components, (track, category), ids)
+            self._component_keys[(key, track, category)] = ids
         self.spans += len(components)
-        self.add_many(cached[2], start_s, end_s)
+        self.add_many(ids, start_s, end_s)
 
     def add_spans(self, key_ids: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, units: np.ndarray) -> None:
         """Recorder spans in bulk (as arrays): what calling this observer once per span does."""
@@ -195,7 +197,7 @@ class SpanActivity:
             u = np.concatenate([u, *(np.ones(len(c[0])) if c[3] is None else c[3] for c in self._chunks)])
             self._chunks, self._chunk_len = [], 0
         busy = e > s
-        unit_s = np.bincount(k[busy], (u * (e - s))[busy], minlength=len(self.keys))
+        unit_s: np.ndarray = np.bincount(k[busy], (u * (e - s))[busy], minlength=len(self.keys))
         unit_s[: len(self._unit_s)] += self._unit_s
         self._unit_s = unit_s
         self._key, self._start, self._end = union(np.r_[self._key, k[busy]], np.r_[self._start, s[busy]],
@@ -383,7 +385,7 @@ class LinkTraffic:
     def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None,
                  batch_entries: int = 1 << 16) -> None:
         self.row_sets = row_sets
-        self.flow_ends = flow_ends          # optional callable(srcs, dsts, start_s, finish_s)
+        self.flow_ends = flow_ends          # optional callable(srcs, dsts, start_s, finish_s, step key or None)
         self.batch_entries = batch_entries
         self._bytes = 0.0
         self._chunks: list[tuple] = []
@@ -395,9 +397,10 @@ class LinkTraffic:
         self.flush()
         return self._bytes
 
-    def on_flows(self, srcs, dsts, start_s: float, finish_s: np.ndarray) -> None:
+    def on_flows(self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray,
+                 key: Hashable = None) -> None:
         if self.flow_ends is not None:
-            self.flow_ends(srcs, dsts, start_s, finish_s)
+            self.flow_ends(srcs, dsts, start_s, finish_s, key)
 
     def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
         used = np.flatnonzero(link_bytes)

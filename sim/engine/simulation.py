@@ -1,7 +1,7 @@
 """The simulation core: one `Simulation` owns the clock, the randomness, the id counters and the
 recorder, so two simulations in one process never influence each other.
 
-- `Simulation.env` is a SimPy environment that counts the events it processes.
+- `Simulation.env` is a SimPy environment that counts the events it processes (`events_processed`).
 - `Simulation.rng(name)` returns a numpy Generator seeded from (scenario seed, name): every random
   process draws from its own named substream, so adding a new random process does not shift the
   numbers another one sees.
@@ -25,14 +25,22 @@ SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop
 
 
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that reports how many events it processed (for events/s and `events` in
-    summaries), at no cost per event: events scheduled (SimPy's event id counter) less those still
-    queued. (An event that stops `run(until=...)` is queued again by SimPy and still counts once.)"""
+    """A SimPy environment that counts the events it processes (for events/s and `events` in
+    summaries): `step` - SimPy's one way to process an event, used by `run` and by the progress
+    bar's loop alike - counts each event it takes off the queue. (An event that stops
+    `run(until=...)` is queued again by SimPy; it counts again if a later `run` processes it.)"""
 
-    @property
-    def events_processed(self) -> int:
-        scheduled = self._eid.__reduce__()[1][0]          # itertools.count's next value
-        return scheduled - len(self._queue)
+    def __init__(self, initial_time: float = 0) -> None:
+        super().__init__(initial_time)
+        self.events_processed = 0
+
+    def step(self) -> None:
+        self.events_processed += 1
+        try:
+            simpy.Environment.step(self)
+        except simpy.core.EmptySchedule:
+            self.events_processed -= 1                    # nothing was processed
+            raise
 
 
 @dataclass

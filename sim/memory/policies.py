@@ -231,7 +231,8 @@ class TPP:
 
     def promotion_rate(self, dist: ZipfRows, capacity: float) -> float:
         q = self.tuning.hint_fault_fraction / self._faults(capacity)
-        admit = (lambda p, t: np.full_like(p, q))
+        def admit(p, t):
+            return np.full_like(p, q)
         return che_promotion_rate(dist, self._usable(capacity), _q_lru_h(admit), admit)
 
 

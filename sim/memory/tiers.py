@@ -113,6 +113,6 @@ class TieredMemory:
                                                                  name=f"{name}:{tier}{'.write' if write else ''}"))
             yield self.sim.all_of(events)
             duration = self.sim.now - start
-            device.busy_s[stream] += duration
+            device.record(stream, duration)
             self.sim.span(device.node, stream, name, start, nbytes=hbm_bytes, category=category)
         return duration

@@ -2,8 +2,10 @@
 
 A collective algorithm is a *schedule*: a list of steps, each a list of `(src, dst, bytes)` flows
 that run at the same time; a step starts when the previous one has finished on every rank (a
-lock-step simplification of NCCL's pipelined protocols). Running a schedule on a network backend
-turns every flow into a real transfer, so on the flow backend two collectives sharing a link slow
+lock-step simplification of NCCL's pipelined protocols). Each step is a `Step`: its flows and
+the `StepKey` that names it (sim/engine/replay.py); a schedule that repeats a step repeats the same
+`Step`, so the network sets it up once and may replay it (sim/network/replay.py). Running a
+schedule on a network backend turns every flow into a real transfer, so on the flow backend two collectives sharing a link slow
 each other down, and on the analytical backend each step costs max(latency + bytes / bandwidth).
 
 Sizes follow nccl-tests: `nbytes` is the per-rank buffer for all_reduce and the total buffer for
@@ -18,14 +20,24 @@ the smallest uncontended estimate on this topology.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 
-from sim.network.backends import Network
+import simpy
 
-Flow = tuple[str, str, float]
-Step = list[Flow]
+from sim.engine.replay import StepKey
+from sim.network.base import Flow, Network
+
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct", "auto")
+
+
+class Step(list[Flow]):
+    """The flows of one step, which run at the same time, and the `StepKey` naming the step."""
+    __slots__ = ("key",)
+
+    def __init__(self, flows: Iterable[Flow] = (), label: str = "collective step") -> None:
+        super().__init__(flows)
+        self.key = StepKey(label)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -38,8 +50,8 @@ def bus_factor(op: str, n: int) -> float:
 
 def _ring(group: Sequence[str], chunk: float, steps: int) -> list[Step]:
     n = len(group)
-    step = [(group[i], group[(i + 1) % n], chunk) for i in range(n)]
-    return [step] * steps            # identical steps share one list (estimates reuse it)
+    step = Step((group[i], group[(i + 1) % n], chunk) for i in range(n))
+    return [step] * steps            # identical steps are one Step
 
 
 def ring_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
@@ -54,7 +66,7 @@ def ring_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
         return _ring(group, nbytes, 1)
     if op == "all_to_all":
         # n-1 shift steps: in step s rank i sends its block for rank i+s
-        return [[(group[i], group[(i + s) % n], nbytes / n) for i in range(n)] for s in range(1, n)]
+        return [Step((group[i], group[(i + s) % n], nbytes / n) for i in range(n)) for s in range(1, n)]
     raise ValueError(f"ring does not implement {op}")
 
 
@@ -63,7 +75,7 @@ def direct_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
     if n < 2:
         return []
     if op == "all_to_all":
-        return [[(group[i], group[j], nbytes / n) for i in range(n) for j in range(n) if i != j]]
+        return [Step((group[i], group[j], nbytes / n) for i in range(n) for j in range(n) if i != j)]
     if op == "send_recv":
         return _ring(group, nbytes, 1)
     raise ValueError(f"direct does not implement {op}")
@@ -82,7 +94,7 @@ def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | No
     by_level = {lvl: [i for i in range(1, n) if int(math.floor(math.log2(i + 1))) == lvl] for lvl in range(1, depth + 1)}
     reduce_steps: list[Step] = []
     for t in range(depth + c - 1):
-        step = []
+        step = Step()
         for lvl in range(1, depth + 1):          # deepest level starts first
             k = t - (depth - lvl)
             if 0 <= k < c:
@@ -90,7 +102,7 @@ def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | No
         reduce_steps.append(step)
     bcast_steps: list[Step] = []
     for t in range(depth + c - 1):
-        step = []
+        step = Step()
         for lvl in range(1, depth + 1):          # shallowest level starts first
             k = t - (lvl - 1)
             if 0 <= k < c:
@@ -116,13 +128,13 @@ def hierarchical_schedule(op: str, group: Sequence[str], nbytes: float,
 
     def parallel(per_group: list[list[Step]]) -> list[Step]:
         """Step k of all groups at once; where every group repeats its previous step, so does
-        the result (identical steps share one list)."""
+        the result (identical steps are one Step)."""
         combined: list[Step] = []
         for k in range(len(per_group[0])):
             if k and all(steps[k] is steps[k - 1] for steps in per_group):
                 combined.append(combined[-1])
             else:
-                combined.append([flow for steps in per_group for flow in steps[k]])
+                combined.append(Step(flow for steps in per_group for flow in steps[k]))
         return combined
 
     if op == "all_reduce":
@@ -157,15 +169,18 @@ def schedule(op: str, algorithm: str, group: Sequence[str], nbytes: float,
     raise ValueError(f"unknown algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
 
 
-def estimate_s(network: Network, steps: list[Step]) -> float:
-    """Uncontended time of a schedule: sum over steps of the slowest flow (identical steps once)."""
-    cache: dict[int, float] = {}
+def estimate_s(network: Network, steps: Sequence[Sequence[Flow]]) -> float:
+    """Uncontended time of a schedule: sum over steps of the slowest flow (each `Step` once)."""
+    cache: dict[StepKey, float] = {}
     total = 0.0
     for step in steps:
-        key = id(step)
-        if key not in cache:
-            cache[key] = max((network.estimate_time_s(s, d, b) for s, d, b in step), default=0.0)
-        total += cache[key]
+        key = step.key if isinstance(step, Step) else None
+        t = cache.get(key) if key is not None else None
+        if t is None:
+            t = max((network.estimate_time_s(s, d, b) for s, d, b in step), default=0.0)
+            if key is not None:
+                cache[key] = t
+        total += t
     return total
 
 
@@ -180,7 +195,7 @@ def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbyt
     host_of = network.topology.host_of
     if algorithm != "auto":
         return algorithm, schedule(op, algorithm, group, nbytes, host_of)
-    best = None
+    best: tuple[float, str, list[Step]] | None = None
     for name in candidates(op):
         try:
             steps = schedule(op, name, group, nbytes, host_of)
@@ -189,15 +204,18 @@ def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbyt
         t = estimate_s(network, steps)
         if best is None or t < best[0]:
             best = (t, name, steps)
+    if best is None:
+        raise ValueError(f"no algorithm implements {op} on this group")
     return best[1], best[2]
 
 
-def run_schedule(network: Network, steps: list[Step], name: str = "collective"):
-    """A SimPy process running the steps one after another on `network`."""
-    def proc():
+def run_schedule(network: Network, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Process:
+    """A SimPy process running the steps one after another on `network` (a `Step` under its key;
+    plain lists of flows run as they are, set up anew each time)."""
+    def proc() -> Generator[simpy.Event, object, None]:
         for k, step in enumerate(steps):
             if step:
-                yield network.transfer_many(step, name=f"{name}[{k}]", key=step)
+                yield network.transfer_many(step, name=f"{name}[{k}]", key=step.key if isinstance(step, Step) else None)
     return network.sim.process(proc())
 
 

@@ -274,7 +274,7 @@ class FlowTable:
             flows, clocks = np.concatenate([parts["flows"], self._unclock(clocks, now)]), no_clocks
             parts, old, old_load, residual = self._prepare(flows, clocks)
         bundled = rate is not None
-        if not bundled:
+        if rate is None:
             rate = self._row_level(parts, residual)
         new_load = self._load(parts, rate)
         self.link_rate = new_load if old_load is None else self.link_rate - old_load + new_load

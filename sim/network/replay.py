@@ -1,40 +1,57 @@
-"""Replay of repeated collective steps on the flow network, exact by construction.
+"""Record and replay on the network (the mechanism of sim/engine/replay.py, for network traffic).
 
-A ring collective repeats one step (the same flows) 2(n-1) times; a 16K-GPU ring all-reduce would
-recompute max-min rates for 16K flows 32K times. When a step runs on an otherwise idle network,
-the flow network records its *trajectory*: at every rate change (breakpoint) the offset from the
-step's start, each flow's remaining bytes and the cumulative bytes and busy time per link. Rates
-are constant between breakpoints, so the state at any offset is a linear interpolation.
+`Trajectory`: replay of repeated collective steps on the flow network, exact by construction.
+A ring collective repeats one step (the same flows, one `StepKey`) 2(n-1) times; a 16K-GPU ring
+all-reduce would recompute max-min rates for 16K flows 32K times. When a step runs on an otherwise
+idle network, the flow network records its *trajectory*: at every rate change (breakpoint) the
+offset from the step's start, each flow's remaining bytes and the cumulative bytes and busy time
+per link. Rates are constant between breakpoints, so the state at any offset is a linear
+interpolation.
 
-When the same step starts again on an idle network it is *replayed*: it finishes after the
-recorded duration and adds the recorded link totals. If any other transfer starts during a replay,
-the replay is *materialised* first: the step's flows are put back into the network with exactly
-the bytes they would have left at that instant (flows still in their latency phase re-enter at
-their arrival time), and the simulation continues as if the step had never been replayed. Hence
-replay never changes a result; it only skips work (tested against the plain path).
+When the step with the same key starts again on an idle network it is *replayed*: it finishes
+after the recorded duration and adds the recorded link totals. If any other transfer starts during
+a replay, the replay is *materialised* first: the step's flows are put back into the network with
+exactly the bytes they would have left at that instant (flows still in their latency phase
+re-enter at their arrival time), and the simulation continues as if the step had never been
+replayed. Hence replay never changes a result; it only skips work (tested against the plain path).
+
+`TrafficTape`: what a stretch of simulated time (one repetition of some work, e.g. a transformer
+layer) did to a network, whatever the backend: every call to its traffic observers (bytes per link
+per interval of constant rates, sub-flows, transfer endpoints), and what it added to its counters
+(bytes and busy time per link, flows started, bytes sent and delivered). `replay(origin_s, starts)`
+does it again for each start: observer calls shifted in time, counters added once per start.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from sim.engine.replay import StepKey
+from sim.network.base import Routed
+
+if TYPE_CHECKING:
+    from sim.network.base import Network
+
+SparseVector = tuple[np.ndarray, np.ndarray]        # (indices, values)
 
 
 @dataclass
 class Trajectory:
-    key: object                      # the step object (kept alive so its id stays unique)
+    key: StepKey                     # the step recorded
     gid: int                         # flow group being recorded
     start_s: float
     nbytes: np.ndarray               # bytes per flow (merged ECMP rows, in routed order)
     arrival_offset: np.ndarray       # path latency per flow: when it enters the network
-    routed: object                   # the merged _Routed rows of the step
-    base_link_bytes: np.ndarray
-    base_busy_s: np.ndarray
-    offsets: list = field(default_factory=list)
-    remaining: list = field(default_factory=list)
-    link_bytes: list = field(default_factory=list)
-    busy_s: list = field(default_factory=list)
-    finish_offsets: np.ndarray | None = None
+    routed: Routed                   # the merged rows of the step
+    base_link_bytes: np.ndarray | None     # link totals when it started (dropped when it finishes)
+    base_busy_s: np.ndarray | None
+    offsets: list[float] = field(default_factory=list)
+    remaining: list[np.ndarray] = field(default_factory=list)
+    link_bytes: list[SparseVector] = field(default_factory=list)
+    busy_s: list[SparseVector] = field(default_factory=list)
+    finish_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
     duration_s: float = 0.0
     valid: bool = True
     row_of_flow: np.ndarray = field(init=False)
@@ -48,6 +65,7 @@ class Trajectory:
     def snapshot(self, now: float, rows_flow: np.ndarray, rows_remaining: np.ndarray,
                  link_bytes: np.ndarray, busy_s: np.ndarray) -> None:
         """Record the state at `now`; rows_* are this group's active rows (flow index, bytes left)."""
+        assert self.base_link_bytes is not None and self.base_busy_s is not None, "snapshot after finish"
         offset = now - self.start_s
         rows = self.row_of_flow[rows_flow]
         self.seen[rows] = True
@@ -65,7 +83,7 @@ class Trajectory:
         self.finish_offsets = finish_s - self.start_s
         self.base_link_bytes = self.base_busy_s = None  # free the full-size copies
 
-    def state_at(self, offset: float, num_links: int):
+    def state_at(self, offset: float, num_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(remaining bytes per flow, link bytes delta, busy delta) at `offset` into the step."""
         offsets = self.offsets
         i = max(0, int(np.searchsorted(offsets, offset, side="right")) - 1)
@@ -77,16 +95,80 @@ class Trajectory:
         return remaining, _lerp(self.link_bytes[i], self.link_bytes[j], w, num_links), \
             _lerp(self.busy_s[i], self.busy_s[j], w, num_links)
 
-    def totals(self, num_links: int):
+    def totals(self, num_links: int) -> tuple[np.ndarray, np.ndarray]:
         return _dense(self.link_bytes[-1], num_links), _dense(self.busy_s[-1], num_links)
 
 
-def _dense(sparse_vec, n: int) -> np.ndarray:
+def _dense(sparse_vec: SparseVector, n: int) -> np.ndarray:
     idx, val = sparse_vec
     out = np.zeros(n)
     out[idx] = val
     return out
 
 
-def _lerp(a, b, w: float, n: int) -> np.ndarray:
+def _lerp(a: SparseVector, b: SparseVector, w: float, n: int) -> np.ndarray:
     return _dense(a, n) * (1 - w) + _dense(b, n) * w
+
+
+class TrafficTape:
+    """Records what `network` sees from construction to `stop()` (a traffic observer meanwhile)."""
+
+    def __init__(self, network: Network) -> None:
+        self.network = network
+        self._links0, self._busy0 = network.link_bytes.copy(), network.link_busy_s.copy()   # settles first
+        self._counters0 = self._counters()
+        self.calls: list[tuple[str, tuple]] = []          # observer calls: (method name, args)
+        self.link_bytes = self.link_busy_s = self.counters = np.zeros(0)
+        network.traffic_observers.insert(0, self)
+
+    def _counters(self) -> np.ndarray:
+        n = self.network
+        return np.array([n.flows_started, n.bytes_sent, n.bytes_delivered], dtype=float)
+
+    # ---- the traffic observer interface (sim/engine/activity.py LinkTraffic) ----------------------
+    def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
+        self.calls.append(("on_links", (t0, t1, np.array(link_bytes, dtype=float))))
+
+    def on_subflows(self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
+                    nbytes: np.ndarray) -> None:
+        self.calls.append(("on_subflows", (np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
+                                           np.array(lengths), np.array(nbytes, dtype=float))))
+
+    def on_flows(self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray,
+                 key: StepKey | None = None) -> None:
+        self.calls.append(("on_flows", (list(srcs), list(dsts), start_s, np.array(finish_s, dtype=float), key)))
+
+    def stop(self) -> None:
+        """End of the recording: what it added to the counters."""
+        net = self.network
+        self.link_bytes = net.link_bytes - self._links0         # settles deferred accounting, still recorded
+        self.link_busy_s = net.link_busy_s - self._busy0
+        net.traffic_observers.remove(self)
+        self.counters = self._counters() - self._counters0
+
+    def replay(self, origin_s: float, starts: np.ndarray) -> None:
+        """Do it again for each of `starts`: a recorded time t becomes start + (t - origin_s)."""
+        self._replay_calls(origin_s, starts)
+        net, times = self.network, len(starts)
+        net.link_bytes[:] += self.link_bytes * times
+        net.link_busy_s[:] += self.link_busy_s * times
+        flows, sent, delivered = self.counters * times
+        net.flows_started += round(float(flows))
+        net.bytes_sent += sent
+        net.bytes_delivered += delivered
+
+    def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
+        observers = self.network.traffic_observers
+        relative = [(m, (a[0], a[1], a[2] - origin_s, a[3] - origin_s, a[4]) if m == "on_flows"
+                     else (a[0] - origin_s, a[1] - origin_s, *a[2:])) for m, a in self.calls]
+        for base in starts.tolist():
+            for method, args in relative:
+                if method == "on_flows":
+                    srcs, dsts, start, finish, key = args
+                    shifted = (srcs, dsts, base + start, base + finish, key)
+                else:
+                    shifted = (base + args[0], base + args[1], *args[2:])
+                for observer in observers:
+                    call = getattr(observer, method, None)
+                    if call is not None:
+                        call(*shifted)

@@ -1,6 +1,6 @@
 """Property tests (hypothesis): invariants that must hold for *every* input, not just the examples.
 
-- Max-min fairness (sim/network/backends.py `max_min_fair`, `max_min_rates`): no link carries more than its
+- Max-min fairness (sim/network/max_min.py `max_min_fair`, `max_min_rates`): no link carries more than its
   capacity, and no flow can gain without a flow with a lower or equal rate losing. Checked twice:
   by the characterisation (every flow crosses a saturated link on which its rate is the largest)
   and straight from the definition with a linear program per flow.
@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from sim.network.collectives import collective
-from sim.network.backends import flow_matrix, max_min_fair, max_min_rates
+from sim.network.max_min import flow_matrix, max_min_fair, max_min_rates
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
 from tests.conftest import make_cluster

@@ -6,7 +6,7 @@ get 1/N each, the textbook two-bottleneck example gives the textbook rates, byte
 import numpy as np
 import pytest
 
-from sim.network.backends import max_min_rates
+from sim.network.max_min import max_min_rates
 from tests.conftest import make_cluster
 
 

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.network.flow_table import FlowTable
+import sim.network.analytical as network
 import sim.network.max_min as max_min
-import sim.network.backends as network
+from sim.network.flow_table import FlowTable
 from sim.network.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
 from tests.conftest import make_cluster
 

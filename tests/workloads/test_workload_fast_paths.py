@@ -132,7 +132,7 @@ def test_credits_go_where_a_scan_of_every_waiting_request_sends_them():
             expected.append((tag, free.pop(0)))
 
     free_ref: list = []
-    for step in range(3000):
+    for _ in range(3000):
         op = rng.integers(3)
         if op == 0:                                         # a worker asks for a credit
             key, seq = int(rng.integers(12)), seq + 1

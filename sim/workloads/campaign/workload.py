@@ -42,7 +42,7 @@ from hardware_models.units import BytesPerS, Seconds
 from sim.errors import ScenarioError
 from sim.workloads.campaign.faults import (Checkpoint, CyclePlan, FailureCause, Replica, Restart, daly_s, failure_times,
                         iterations_for, young_daly_s)
-from sim.network.backends import FlowNetwork
+from sim.network.flow import FlowNetwork
 from sim.workloads import training as training_workload
 from sim.workloads.base import WorkloadBase
 

@@ -22,7 +22,7 @@ Fidelity modes (`Layout.representative`, `layers_simulated`):
   `compute` or `comm`); the trace and the network's link counters show rank 0's only.
 - one rank group alone (representative, or cp = 1), nothing else on the network (`exact_replay`):
   every layer starts from the same idle state, so the first layer (the k-th with
-  layers_simulated = k) is recorded and replayed exactly for the others (cp_replay.py: spans,
+  layers_simulated = k) is recorded and replayed exactly for the others (replay.py: spans,
   observer calls, network traffic and counters shifted by whole layer times; the GPUs' streams are
   held meanwhile). Identical to simulating every layer, up to float rounding.
 - otherwise, layers_simulated = k < layers: the first k layers run in full; the rest take k-th-layer
@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from sim.engine.replay import delay_to
 from sim.network.collectives import choose, run_schedule
 from sim.workloads.cp_inference.plan import Kernel, LayerPlan
-from sim.workloads.cp_inference.replay import LayerRecording, delay_to
+from sim.workloads.cp_inference.replay import LayerRecording
 
 
 def _busy_intervals(spans: list[tuple[str, float, float, float]]) -> list[tuple[str, float, float]]:
@@ -139,7 +140,7 @@ class PhaseRun:
         self._flush_mirrors(devices)
 
     def _layers_recorded(self, c: int, devices, acc):
-        """Exact replay (one rank group alone, cp_replay.py): simulate layers until one is recorded
+        """Exact replay (one rank group alone, replay.py): simulate layers until one is recorded
         (the `layers_simulated`-th), then replay it for the others, as far as it stays exact."""
         layers, layer, recording = self.plan.layers, 0, None
         while layer < layers:
@@ -183,7 +184,7 @@ class PhaseRun:
             yield self._hold(devices, rest * layer_s)
             for d in devices:
                 for m in (d, *self.layout.mirrors(d)):
-                    m.flop_done += rest * sum(s[3] for s in spans[d.node])
+                    m.record("compute", 0.0, flop=rest * sum(s[3] for s in spans[d.node]))
                 for i in range(1, rest + 1):
                     shift = i * layer_s
                     for track, start, end in captured[d.node]:
@@ -237,8 +238,7 @@ class PhaseRun:
             capture.append((track, start, end, flop))
         mirrors = self.layout.mirrors(device)
         for d in (device, *mirrors):
-            d.busy_s[track] += end - start
-            d.flop_done += flop
+            d.record(track, end - start, flop)
         if mirrors:
             self._to_mirror[device.node].append((track, start, end, flop))
 

@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from sim.network.collectives import choose, schedule
+from sim.network.collectives import Step, choose, schedule
 
 
 class Layout:
@@ -79,7 +79,7 @@ class GroupComm:
                 algo, first = choose(self.network, op, self.algorithm, groups[0], nbytes)
                 host_of = self.network.topology.host_of
                 per_group = [first] + [schedule(op, algo, g, nbytes, host_of) for g in groups[1:]]
-                self._steps[key] = [[f for s in per_group for f in s[k]] for k in range(len(first))]
+                self._steps[key] = [Step(f for s in per_group for f in s[k]) for k in range(len(first))]
         return self._steps[key]
 
     def pairs(self, items) -> list[tuple[str, str]]:

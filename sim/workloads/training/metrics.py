@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from sim.errors import ScenarioError
 from sim.models.training_shapes import CommOp
-from sim.network.backends import AnalyticalNetwork
+from sim.network.analytical import AnalyticalNetwork
 from sim.workloads.training.accounting import driver_breakdown, weighted_mean
 from sim.workloads.training.layout import (
     GroupComm,

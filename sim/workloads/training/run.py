@@ -20,13 +20,17 @@ DP collectives are streamed rings (training_layout.streamed_ring). Replicas reac
 independently; it starts when the last one arrives.
 
 Replay (exact where the TP/CP traffic has its links to itself: always on the analytical network, on
-the flow network when a stage group is one host or one GPU): the first time a layer of a given kind
-runs on a group of a given signature it is simulated kernel by kernel and collective by collective;
-later layers of that kind replay its timeline (every span re-recorded), and later ops of the same
-shape hold the compute stream for the recorded duration and record one span. The TP/CP flows of
-replayed layers are not sent again: the links table and network energy count the first ones only,
-and a replayed op's TP/CP waits count as compute for the energy accounting; GPUs standing in
-(other group members, the members of a representative's class) mirror its busy periods as compute.
+the flow network when a stage group is one host or one GPU; the mechanism of sim/engine/replay.py):
+the first time a layer of a given kind runs on a group of a given signature it is simulated kernel
+by kernel and collective by collective and its timeline captured (a `SpanTape`, keyed by the
+layer's name and the group's signature); later layers of that kind replay the tape (every span
+re-recorded), and later ops of the same shape (keyed by kind, layers and signature) hold the
+compute stream for the recorded duration and record one span. The pipeline's p2p flows and the
+DP rings are network steps with their own `StepKey`s (set up once, replayed by the flow network).
+The TP/CP flows of replayed layers are not sent again: the links table and network energy count the
+first ones only, and a replayed op's TP/CP waits count as compute for the energy accounting; GPUs
+standing in (other group members, the members of a representative's class) mirror its busy periods
+as compute.
 """
 from __future__ import annotations
 
@@ -35,8 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hardware_models.gpu import DTYPE_BYTES
-from sim.network.collectives import collective, run_schedule
+from sim.engine.replay import SpanTape, StepKey
 from sim.models.training_shapes import CommOp, Kernel
+from sim.network.collectives import collective, run_schedule
 from sim.workloads.training.accounting import DriverStats
 from sim.workloads.training.layout import (
     GroupComm,
@@ -51,20 +56,20 @@ OPTIMIZER_BYTES_PER_PARAM = 30.0   # Adam step: read grad, master, m, v (fp32); 
 
 @dataclass
 class Capture:
-    """The recorded timeline of a segment or op: spans as offsets from its start."""
+    """The recorded timeline of a segment or op (spans as offsets from its start) and its totals."""
     duration_s: float = 0.0
     kernel_s: float = 0.0
     comm_s: float = 0.0
     flop: float = 0.0
     executed_flop: float = 0.0
-    spans: list = field(default_factory=list)     # (track, name, start_off, end_off, nbytes, flop, category)
+    tape: SpanTape = field(default_factory=SpanTape)
 
     def add(self, other: Capture, offset: float) -> None:
         self.kernel_s += other.kernel_s
         self.comm_s += other.comm_s
         self.flop += other.flop
         self.executed_flop += other.executed_flop
-        self.spans += [(t, n, a + offset, b + offset, nb, f, c) for t, n, a, b, nb, f, c in other.spans]
+        self.tape.extend(other.tape, offset)
 
 
 class Group:
@@ -100,8 +105,8 @@ class TrainingRun:
         self._rendezvous: dict[tuple, list] = {}
         self._segments: dict[tuple, Capture] = {}
         self._ops: dict[tuple, Capture] = {}
-        self._pp_flows: dict[tuple, list] = {}
-        self._dp_steps: dict[tuple, tuple[list, float]] = {}
+        self._pp_flows: dict[tuple, tuple[list, StepKey]] = {}          # the p2p flows between two stages
+        self._dp_steps: dict[tuple, tuple[list, float, StepKey]] = {}    # (flows, fill latency, their key)
         self._dp_rings: dict[int, tuple[list, float]] = {}          # stage -> (DP rings, hop latency)
         self.iteration_end_s: list[float] = [0.0] * config.iterations
         self.first_captures: dict[str, Capture] = {}
@@ -198,9 +203,7 @@ class TrainingRun:
         start = self.sim.now
         if cached is not None:
             yield self.sim.timeout(cached.duration_s)
-            for track, n, a, b, nb, f, c in cached.spans:
-                self.sim.span(g.driver.node, track, f"{label} {n}", start + a, start + b, nbytes=nb, flop=f,
-                              category=c)
+            cached.tape.replay(self.sim, g.driver.node, start, prefix=f"{label} ")
             return cached
         cap = Capture()
         for group in self._overlap_groups(items):
@@ -224,7 +227,7 @@ class TrainingRun:
                     span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
                 else:
                     span = (item.group, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
-                cap.spans.append(span)
+                cap.tape.record(*span)
                 self.sim.span(g.driver.node, span[0], f"{label} {span[1]}", start + span[2], start + span[3],
                               nbytes=span[4], flop=span[5], category=span[6])
             cap.kernel_s += kernel_s
@@ -278,13 +281,13 @@ class TrainingRun:
         if s_to == g.s:                                  # the same GPUs (no pipeline parallelism)
             self._event(key).succeed()
             return
-        flows = self._pp_flows.get((g.d, g.s, s_to))
-        if flows is None:
+        pp = self._pp_flows.get((g.d, g.s, s_to))
+        if pp is None:
             dst = self.layout.group(s_to, g.d)
             flows = [(a.node, b.node, self.plan.p2p_bytes) for a, b in zip(g.devices, dst)]
-            self._pp_flows[(g.d, g.s, s_to)] = flows
+            pp = self._pp_flows[(g.d, g.s, s_to)] = (flows, StepKey(f"pp {g.s}->{s_to} replica {g.d}"))
         start = self.sim.now
-        done = self.net.transfer_many(flows, name=f"pp {kind}{mb} v{j_from}->v{j_to}", track="pp", key=flows)
+        done = self.net.transfer_many(pp[0], name=f"pp {kind}{mb} v{j_from}->v{j_to}", track="pp", key=pp[1])
         receiver = self.groups[(s_to, g.d)]
 
         def arrived(_e):
@@ -325,15 +328,16 @@ class TrainingRun:
         return entry[1]
 
     def _dp_flows(self, s: int, chunk: int, unit: int, op: str):
-        steps, fill_s = self._dp_schedule(s, chunk, unit, op)
-        if steps:
-            yield self.net.transfer_many(steps, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp",
-                                         key=steps)
+        flows, fill_s, key = self._dp_schedule(s, chunk, unit, op)
+        if flows:
+            yield self.net.transfer_many(flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp",
+                                         key=key)
         if fill_s > 0:
             yield self.sim.timeout(fill_s)
 
-    def _dp_schedule(self, s: int, chunk: int, unit: int, op: str) -> tuple[list, float]:
-        """Streamed rings: one flow per ring edge with its whole share; returns (flows, fill latency)."""
+    def _dp_schedule(self, s: int, chunk: int, unit: int, op: str) -> tuple[list, float, StepKey]:
+        """Streamed rings: one flow per ring edge with its whole share; returns (flows, fill latency,
+        the flows' step key)."""
         key = (s, chunk, unit, op)
         if key not in self._dp_steps:
             lay = self.layout
@@ -346,7 +350,8 @@ class TrainingRun:
                 rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
                 self._dp_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
             rings, hop_latency_s = self._dp_rings[s]
-            self._dp_steps[key] = streamed_ring(self.net, rings, op, nbytes, hop_latency_s)
+            flows, fill_s = streamed_ring(self.net, rings, op, nbytes, hop_latency_s)
+            self._dp_steps[key] = (flows, fill_s, StepKey(f"dp {op} stage {s} chunk {chunk} unit {unit}"))
         return self._dp_steps[key]
 
     def _grad_norm(self, g: Group, it: int):
@@ -381,7 +386,7 @@ class TrainingRun:
         for observe in self.sim.recorder.observers:
             bulk = getattr(observe, "add_components", None)       # optional part of the observer interface
             if bulk is not None:
-                bulk(g.mirrors, "compute", "compute", start, end)
+                bulk(g.mirrors, "compute", "compute", start, end, key=g)
                 continue
             for comp in g.mirrors:
                 observe(comp, "compute", "compute", start, end, 1.0)

@@ -1,0 +1,168 @@
+"""Record once, replay exactly: the one mechanism behind every fast path that repeats identical work.
+
+A run repeats identical work again and again: a collective's ring step (the same flows) 2(n-1)
+times, a transformer layer on a group of GPUs that runs alone, a training op of a given shape.
+Each such fast path records what one repetition did to the rest of the simulator, keyed by an
+explicit step key, and replays it shifted in time, instead of simulating it again. Its uses:
+- sim/network/replay.py: a collective step on an idle flow network (`Trajectory`, keyed by the
+  step's `StepKey`; materialised back into flows if anything else starts meanwhile) and what a
+  stretch of time did to the network (`TrafficTape`);
+- sim/workloads/cp_inference/replay.py: a transformer layer (`RecorderTape` + `TrafficTape` +
+  device usage), replayed for the layers that follow;
+- sim/workloads/training/run.py: a layer's or an op's timeline (`SpanTape`), re-recorded where
+  a later one of the same kind runs.
+Each use keeps a test that replay gives what simulating every repetition gives.
+
+Concepts:
+- `StepKey`: the explicit name of one repeated unit of work, minted by whoever builds the work (a
+  collective schedule mints one per distinct step). The same key promises the same work; caches
+  keyed by it hold the key, so no key is ever confused with another. Keys compare by identity:
+  work built separately is separate work, even where it happens to coincide.
+- `SpanTape`: spans of one repetition on one component as offsets from its start; `replay`
+  records them again from another start.
+- `RecorderTape`: everything the span recorder saw during one repetition - its new rows, how many
+  it dropped past its limit, every call to its observers; `replay` emits it again for each of
+  several later starts.
+- `repetition_starts(end_s, duration_s, n)`: where the n repetitions after a recorded one start
+  (each where the previous ends, as a simulation of every repetition has them), and
+  `delay_to(now, target_s)`: the timeout that lands exactly on a replayed end.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from sim.engine.simulation import Recorder, Simulation
+
+# (track, name, start offset, end offset, bytes, flop, category)
+TapeSpan = tuple[str, str, float, float, float, float, str]
+
+
+class StepKey:
+    """Names one repeated unit of work (`label`: for reading only). Hashes and compares by identity."""
+    __slots__ = ("label",)
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"StepKey({self.label!r})"
+
+
+@dataclass
+class SpanTape:
+    """Spans of one repetition on one component, as offsets from its start."""
+    spans: list[TapeSpan] = field(default_factory=list)
+
+    def record(self, track: str, name: str, start_off: float, end_off: float, nbytes: float = 0.0,
+               flop: float = 0.0, category: str = "") -> None:
+        self.spans.append((track, name, start_off, end_off, nbytes, flop, category))
+
+    def extend(self, other: SpanTape, offset: float) -> None:
+        """Append `other`'s spans, `offset` seconds later."""
+        self.spans += [(t, n, a + offset, b + offset, nb, f, c) for t, n, a, b, nb, f, c in other.spans]
+
+    def replay(self, sim: Simulation, component: str, start_s: float, prefix: str = "") -> None:
+        """Record the spans again on `component`, starting at `start_s` (names prefixed)."""
+        for track, name, a, b, nbytes, flop, category in self.spans:
+            sim.span(component, track, prefix + name, start_s + a, start_s + b, nbytes=nbytes, flop=flop,
+                     category=category)
+
+
+class RecorderTape:
+    """Records what `recorder` sees from construction to `stop()`: rows, drops, observer calls."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._rows0, self._dropped0 = len(recorder.rows), recorder.dropped
+        self.calls: list[tuple] = []            # observer calls: (component, track, category, start, end, units)
+        self.rows: list[tuple] = []
+        self.dropped = 0
+        recorder.observers.insert(0, self._on_span)
+
+    def _on_span(self, component: str, track: str, category: str, start_s: float, end_s: float,
+                 units: float) -> None:
+        self.calls.append((component, track, category, start_s, end_s, units))
+
+    def stop(self) -> None:
+        recorder = self.recorder
+        recorder.observers.remove(self._on_span)
+        self.rows = recorder.rows[self._rows0:]
+        self.dropped = recorder.dropped - self._dropped0
+
+    def replayable(self, repetitions: int) -> int:
+        """How many of the next `repetitions` replaying this tape reproduces exactly: past the
+        recorder's limit what is kept changes (and, with it, what the network shows observers)."""
+        recorder = self.recorder
+        limit = recorder.limit
+        if limit is None or len(self.rows) + self.dropped == 0:
+            return repetitions
+        if self.dropped:                  # exact only if the recorder was full all repetition long
+            return repetitions if not self.rows else 0
+        return max(0, min(repetitions, (limit - len(recorder.rows)) // len(self.rows)))
+
+    def replay(self, origin_s: float, starts: np.ndarray,
+               rename: Callable[[int], tuple[str, str]] | None = None) -> None:
+        """Emit the tape again for each of `starts`: a recorded time t becomes start + (t - origin_s).
+        `rename(i)` -> (old prefix, new prefix) of row names in the i-th replay (1-based)."""
+        self._replay_rows(origin_s, starts, rename)
+        self._replay_calls(origin_s, starts)
+
+    def _replay_rows(self, origin_s: float, starts: np.ndarray,
+                     rename: Callable[[int], tuple[str, str]] | None) -> None:
+        recorder = self.recorder
+        rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat in self.rows]
+        for i, base in enumerate(starts.tolist(), start=1):
+            kept = rows
+            if recorder.limit is not None:
+                room = max(0, recorder.limit - len(recorder.rows))
+                recorder.dropped += max(0, len(rows) - room) + self.dropped
+                kept = rows[:room]
+            if rename is None:
+                recorder.rows.extend((c, t, n, base + s, base + e, b, f, cat) for c, t, n, s, e, b, f, cat in kept)
+                continue
+            old, new = rename(i)
+            recorder.rows.extend((c, t, new + n[len(old):] if n.startswith(old) else n, base + s,
+                                  base + e, b, f, cat) for c, t, n, s, e, b, f, cat in kept)
+
+    def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
+        calls = self.calls
+        if not calls:
+            return
+        start = np.array([s[3] for s in calls], dtype=float) - origin_s
+        end = np.array([s[4] for s in calls], dtype=float) - origin_s
+        units = np.array([s[5] for s in calls], dtype=float)
+        all_starts = (start[None, :] + starts[:, None]).ravel()
+        all_ends = (end[None, :] + starts[:, None]).ravel()
+        for observe in self.recorder.observers:
+            bulk = getattr(observe, "add_spans", None)     # bulk path (sim/engine/activity.py SpanActivity)
+            if bulk is not None:
+                keys = np.array([observe.key_id(s[:3]) for s in calls], dtype=np.int64)
+                bulk(np.tile(keys, len(starts)), all_starts, all_ends, np.tile(units, len(starts)))
+                continue
+            for base in starts.tolist():
+                for (component, track, category, _, _, u), s, e in zip(calls, start.tolist(), end.tolist()):
+                    observe(component, track, category, base + s, base + e, u)
+
+
+def repetition_starts(end_s: float, duration_s: float, repetitions: int) -> list[float]:
+    """Start times of the `repetitions` repetitions after one that ended at `end_s` (each starts
+    where the previous one ends, adding `duration_s` as a simulation of each would)."""
+    out = [end_s]
+    for _ in range(repetitions - 1):
+        out.append(out[-1] + duration_s)
+    return out
+
+
+def delay_to(now: float, target_s: float) -> float:
+    """A delay d with now + d == target_s exactly (as the event loop adds it), for target_s >= now."""
+    delay = max(target_s - now, 0.0)
+    while now + delay < target_s:
+        delay = float(np.nextafter(delay, np.inf))
+    while delay > 0 and now + delay > target_s:
+        delay = float(np.nextafter(delay, 0.0))
+    return float(delay)

@@ -1,0 +1,102 @@
+"""The analytical network backend (scenario `network_model: analytical`): alpha-beta transfers
+without contention between transfer calls, for very large scale.
+
+A transfer takes path latency + bytes / bandwidth. Within one call (a collective step) the flows
+that share a link are serialised on it: a flow takes latency + max over its links of (the call's
+bytes on that link / capacity). Each call is costed once, when it starts (`_alpha_beta`, or
+`_alpha_beta_few` - the same arithmetic in plain Python - for calls of a few link entries), and its
+link bytes and busy time are added then; traffic observers see each sub-flow's bytes over its
+[start + latency, start + latency + bandwidth time].
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from sim.engine.replay import StepKey
+from sim.network.base import Network, Routed, TransferGroup
+
+_FEW_ENTRIES = 16               # transfers of at most this many link entries: plain Python
+
+
+class AnalyticalNetwork(Network):
+    """Alpha-beta transfers without contention between transfers: latency + bytes / bandwidth.
+
+    Within one transfer call (a collective step) the flows that share a link are serialised on it:
+    a flow takes latency + max over its links of (the call's bytes on that link / capacity). For a
+    ring step (one flow per link) that is bytes / bottleneck; for an all-to-all step it is the
+    classic (n-1)/n * S / B of the sender's NIC."""
+
+    def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
+        capacity = self.topology.capacity
+        if len(routed.flat) <= _FEW_ENTRIES:         # a few entries: plain Python, same arithmetic
+            t_bw, finish = _alpha_beta_few(routed, capacity, len(group.srcs))
+            flat, position = routed.flat.tolist(), 0
+            for n, nbytes, busy in zip(routed.lengths.tolist(), routed.nbytes.tolist(), t_bw.tolist()):
+                for link in flat[position:position + n]:
+                    self._link_bytes[link] += nbytes
+                    self._link_busy_s[link] += busy
+                position += n
+        else:
+            t_bw, finish = _alpha_beta(routed, capacity, len(group.srcs))
+            entry_bytes = np.repeat(routed.nbytes, routed.lengths)
+            for total, values in ((self._link_bytes, entry_bytes), (self._link_busy_s, np.repeat(t_bw, routed.lengths))):
+                if 8 * len(routed.flat) < len(capacity):          # few entries: in place
+                    np.add.at(total, routed.flat, values)
+                else:                                              # many: one pass over the links
+                    total += np.bincount(routed.flat, values, minlength=len(capacity))
+        for observer in self.traffic_observers:
+            t0 = group.start_s + routed.latency
+            observer.on_subflows(t0, t0 + t_bw, routed.flat, routed.lengths, routed.nbytes)
+        group.finish_s = group.start_s + finish
+        if group.on_flow_done is not None:
+            offsets, which = np.unique(finish, return_inverse=True)
+            for k, offset in enumerate(offsets.tolist()):
+                self._notify_at(offset, group.on_flow_done, np.flatnonzero(which.ravel() == k))
+        done = self.sim.timeout(float(finish.max()))
+        done.callbacks.append(lambda _e: self._complete(group))
+
+    def _notify_at(self, delay: float, on_flow_done: Callable[[np.ndarray], None], indices: np.ndarray) -> None:
+        self.sim.timeout(delay).callbacks.append(lambda _e: on_flow_done(indices))
+
+
+def _alpha_beta(routed: Routed, capacity: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bandwidth time per sub-flow, finish offset per flow) of one analytical transfer: a sub-flow
+    takes the slowest of its links at the call's bytes on that link (plus its path latency)."""
+    starts = np.concatenate([[0], np.cumsum(routed.lengths)])
+    entry_bytes = np.repeat(routed.nbytes, routed.lengths)
+    slowest = np.zeros(len(routed.lengths))
+    nonempty = routed.lengths > 0
+    if nonempty.any():
+        if 8 * len(routed.flat) < len(capacity):           # few entries: the links used only
+            used, inverse = np.unique(routed.flat, return_inverse=True)
+            load = np.bincount(inverse.ravel(), entry_bytes, minlength=len(used))[inverse.ravel()]
+        else:
+            load = np.bincount(routed.flat, entry_bytes, minlength=len(capacity))[routed.flat]
+        per_entry = load / capacity[routed.flat]
+        slowest[nonempty] = np.maximum.reduceat(per_entry, starts[:-1][nonempty])
+    t_bw = np.where(nonempty, slowest, 0.0)
+    finish = np.zeros(n_flows)
+    np.maximum.at(finish, routed.flow, routed.latency + t_bw)
+    return t_bw, finish
+
+
+def _alpha_beta_few(routed: Routed, capacity: np.ndarray, n_flows: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_alpha_beta` of a transfer with a few link entries, in plain Python (numpy's cost per call
+    would dominate): the same operations in the same order, so the same times to the last bit."""
+    flat, lengths = routed.flat.tolist(), routed.lengths.tolist()
+    load: dict[int, float] = {}
+    position = 0
+    for n, nbytes in zip(lengths, routed.nbytes.tolist()):
+        for link in flat[position:position + n]:
+            load[link] = load.get(link, 0.0) + nbytes
+        position += n
+    t_bw, finish, position = [], [0.0] * n_flows, 0
+    for n, latency, flow in zip(lengths, routed.latency.tolist(), routed.flow.tolist()):
+        links = flat[position:position + n]
+        position += n
+        t = max(load[link] / float(capacity[link]) for link in links) if links else 0.0
+        t_bw.append(t)
+        finish[flow] = max(finish[flow], latency + t)
+    return np.array(t_bw, dtype=float), np.array(finish, dtype=float)

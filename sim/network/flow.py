@@ -1,0 +1,372 @@
+"""The flow network backend (scenario `network_model: flow`, the default): max-min fair flows.
+
+Every transfer is a flow routed over the topology's directed links. Flow rates are max-min fair
+over all active flows on all links (exact progressive filling, sim/network/max_min.py), recomputed
+whenever flows start or finish; flows that start or finish at the same instant are handled by one
+recomputation, which refills only the flows whose rate can change (sim/network/flow_table.py). A
+flow first waits the latency of its path (per-hop and NIC latencies), then sends. ECMP `even`
+splits a flow evenly over the equal-cost paths (one row whose entries are the fraction of the flow
+on each link, `_merge_paths`; fat-tree spines are aggregated for this, which is exact); `hash`
+picks one path per flow from a seeded substream, as switches do.
+
+The core loop, at each instant something changes: advance (account bytes moved since the last
+change), finish the flows that are done, admit the flows whose latency has passed, recompute the
+rates, schedule the next change. A step given a `StepKey` that runs alone on an idle network is
+recorded and, when it runs again on an idle network, replayed (sim/network/replay.py: exact).
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from hardware_models.topology import Topology
+from sim.engine.replay import StepKey
+from sim.engine.simulation import Simulation
+from sim.network.base import PAIR_ROUTES_MAX_FLOWS, Flow, Network, Routed, TransferGroup, select_rows
+from sim.network.flow_table import FlowTable
+from sim.network.max_min import DONE_BYTES as _DONE_BYTES
+from sim.network.replay import Trajectory
+
+_ROWS_MAX_KEYS = 1 << 18        # endpoint sets (or single pairs) whose rows are kept
+
+
+class FlowNetwork(Network):
+    """Max-min fair flows, recomputed on every start/finish (batched per instant). The active flows
+    live in a `FlowTable` (sim/network/flow_table.py), which refills only the flows whose rate can change."""
+
+    def __init__(self, sim: Simulation, topology: Topology, ecmp: str = "even") -> None:
+        super().__init__(sim, topology, ecmp)
+        self._capacity = topology.capacity
+        self._num_links = topology.num_links
+        self._table = FlowTable(topology.capacity, shared=np.asarray(topology.link_kind) == "fabric")
+        self._groups: dict[int, TransferGroup] = {}
+        self._arrivals: list[tuple[float, int, int, Routed]] = []   # (time, seq, group id, rows)
+        self._last_s = 0.0
+        self._generation = 0
+        self._seq = 0
+        self._kick_scheduled = False
+        self.recomputations = 0
+        self.peak_active_subflows = 0
+        self.replayed_steps = 0
+        self.replay = True                                # replay repeated steps (exact; off for checks)
+        self._rows: dict[tuple, Routed] = {}             # (srcs, dsts) -> one row per flow, one byte each
+        self._real_rows: dict[StepKey, Routed] = {}       # step key -> its rows that carry bytes
+        self._trajectories: dict[StepKey, Trajectory] = {}   # step key -> recorded trajectory
+        self._recording: Trajectory | None = None
+        self._replay: tuple[int, TransferGroup, Trajectory, object] | None = None   # (gid, group, trajectory, token)
+        self._deferred: list | None = None                # [trajectory, count, t0, t1] of back-to-back replays
+
+    @property
+    def active_flows(self) -> int:
+        return self._table.n_alive
+
+    @property
+    def plain(self) -> bool:
+        """True: the straightforward path, every flow refilled by `max_min_fair` at every change (for
+        checks; the default incremental path gives the same rates)."""
+        return self._table.plain
+
+    @plain.setter
+    def plain(self, value: bool) -> None:
+        self._table.plain = bool(value)
+
+    @property
+    def _matrix(self):
+        """(links x active flows) incidence, in the order of `_rate` (for checks)."""
+        return self._table.matrix()[0] if self._table.n_alive else None
+
+    @property
+    def _rate(self) -> np.ndarray:
+        return self._table.rates(self._table.slots())
+
+    # ---- admission ------------------------------------------------------------------------
+    def _route_sized(self, flows: list[Flow], srcs: list[str], dsts: list[str], nbytes: np.ndarray) -> Routed:
+        """One row per flow: its ECMP paths merged (`_merge_paths`), entries the fraction of the
+        flow on each link. Rows of the same endpoints are reused (hashed ECMP draws per call)."""
+        if self.ecmp == "hash" or len(flows) > PAIR_ROUTES_MAX_FLOWS:
+            unit = self._unit_rows(srcs, dsts)
+        else:
+            key = (srcs[0], dsts[0]) if len(flows) == 1 else (tuple(srcs), tuple(dsts))
+            cached = self._rows.get(key)
+            if cached is None:
+                cached = self._row(srcs[0], dsts[0]) if len(flows) == 1 else self._unit_rows(srcs, dsts)
+                if len(self._rows) >= _ROWS_MAX_KEYS:
+                    self._rows.clear()            # bounded memory; a later call routes again
+                self._rows[key] = cached
+            unit = cached
+        return Routed(unit.flat, unit.lengths, nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
+
+    def _unit_rows(self, srcs: list, dsts: list) -> Routed:
+        """One row per flow of one byte (`_merge_paths` of its ECMP paths)."""
+        batch = self.topology.route_batch(srcs, dsts) if len(srcs) > 1 and self.ecmp != "hash" else None
+        if batch is None:
+            return _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
+        return _merge_paths(Routed(batch.flat, batch.lengths, np.asarray(batch.share, dtype=float),
+                                    batch.owner, batch.latency))
+
+    def _row(self, src: str, dst: str) -> Routed:
+        """The row of one flow of one byte from src to dst (`_merge_paths` of its ECMP paths)."""
+        paths = self.topology.routes(src, dst)
+        entries: dict[int, float] = {}
+        for path in paths:
+            for link in path:
+                entries[link] = entries.get(link, 0.0) + 1.0 / len(paths)
+        latency = max(self.topology.path_latency_s(p) for p in paths)
+        return Routed(np.fromiter(entries, dtype=np.int64, count=len(entries)), np.array([len(entries)]),
+                       np.ones(1), np.zeros(1, dtype=np.int64), np.array([latency]),
+                       np.fromiter(entries.values(), dtype=float, count=len(entries)))
+
+    def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
+        if self._replay is not None:
+            self._materialise()
+        if self._recording is not None:
+            self._recording.valid = False                 # the recorded step no longer ran alone
+        gid = self.sim.next_id("flow-group")
+        self._groups[gid] = group
+        rows = self._real_rows.get(key) if key is not None else None
+        if rows is None:
+            # rows that cross no link (src == dst) or carry no bytes finish after their latency
+            if len(routed.lengths) == 1:
+                real = routed.lengths[0] > 0 and routed.nbytes[0] > 0
+                rows = routed if real else select_rows(routed, np.zeros(1, dtype=bool))
+            else:
+                real = (routed.lengths > 0) & (routed.nbytes > 0)
+                rows = routed if real.all() else select_rows(routed, real)
+            if key is not None:
+                self._real_rows[key] = rows
+        group.open_subflows = len(rows.lengths)
+        if group.open_subflows == 0:
+            delay = float(routed.latency.max()) if len(routed.latency) else 0.0
+            group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
+            self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid, notify=True))
+            return
+        if group.on_flow_done is not None and group.open_subflows < len(group.srcs):
+            idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)      # done at their start
+            self.sim.timeout(0).callbacks.append(lambda _e: group.on_flow_done(idle))
+        if key is not None and self.replay and group.on_flow_done is None and self._idle():
+            trajectory = self._trajectories.get(key)
+            if trajectory is not None:
+                self._start_replay(gid, group, trajectory)
+                return
+            self._settle()
+            self._recording = Trajectory(key, gid, self.sim.now, rows.nbytes, rows.latency, rows,
+                                         self._link_bytes.copy(), self._link_busy_s.copy())
+        self._enqueue(gid, rows, self.sim.now)
+        if not self._kick_scheduled:          # one update per instant, however many transfers start
+            self._kick_scheduled = True
+            self.sim.timeout(0).callbacks.append(self._on_kick)
+
+    def _enqueue(self, gid: int, rows: Routed, start_s: float) -> None:
+        """Rows enter the network after their path latency (one arrival per distinct latency)."""
+        latency = rows.latency
+        parts = [(latency[0], rows)] if len(latency) == 1 or (latency == latency[0]).all() else \
+            [(lat, select_rows(rows, latency == lat)) for lat in np.unique(latency)]
+        for lat, part in parts:
+            self._seq += 1
+            heapq.heappush(self._arrivals, (start_s + float(lat), self._seq, gid, part))
+
+    def _on_kick(self, _event) -> None:
+        self._kick_scheduled = False
+        self._update()
+
+    def _on_timer(self, generation: int) -> None:
+        if generation == self._generation:
+            self._update()
+
+    # ---- the core loop: advance, finish, admit, recompute, schedule -----------------------
+    def _update(self) -> None:
+        self._advance()
+        if self._recording is not None and self._recording.valid:
+            rec, table = self._recording, self._table
+            slots = table.slots()
+            mine = slots[table.group[slots] == rec.gid]
+            rec.snapshot(self.sim.now, table.flow[mine], table.left_at(mine, self.sim.now),
+                         self._link_bytes, self._link_busy_s)
+        self._finish_done()
+        self._admit_due()
+        self._recompute()
+        self._schedule()
+
+    def flush(self) -> None:
+        """Account the bytes moved since the last rate change up to now (e.g. when a run ends mid-flow)."""
+        self._advance()
+        self._settle()
+
+    def _advance(self) -> None:
+        now = self.sim.now
+        dt = now - self._last_s
+        self._last_s = now
+        if dt <= 0 or not self._table.n_alive:
+            return
+        delta = self._table.link_rate * dt
+        self._link_bytes += delta
+        self._link_busy_s[self._table.used_links()] += dt
+        for observer in self.traffic_observers:
+            observer.on_links(now - dt, now, delta)
+
+    def _finish_done(self) -> None:
+        table, now = self._table, self.sim.now
+        slots = table.done(now)
+        if not len(slots):
+            return
+        order = np.argsort(table.group[slots], kind="stable")
+        done_groups, done_flows = table.group[slots][order], table.flow[slots][order]
+        table.remove(slots)
+        starts = np.flatnonzero(np.concatenate([[True], done_groups[1:] != done_groups[:-1]]))
+        ends = np.append(starts[1:], len(done_groups))
+        complete = []
+        for gid, a, b in zip(done_groups[starts].tolist(), starts.tolist(), ends.tolist()):
+            group = self._groups[gid]
+            group.finish_s[done_flows[a:b]] = now
+            group.open_subflows -= b - a
+            if group.on_flow_done is not None:
+                group.on_flow_done(done_flows[a:b])
+            if group.open_subflows == 0:
+                complete.append(gid)
+        for gid in complete:
+            self._finish_group(gid)
+
+    def _finish_group(self, gid: int, notify: bool = False) -> None:
+        group = self._groups.pop(gid)
+        if notify and group.on_flow_done is not None:
+            group.on_flow_done(np.arange(len(group.srcs)))
+        rec = self._recording
+        if rec is not None and rec.gid == gid:
+            if rec.valid and len(rec.offsets) >= 2:
+                rec.finish(self.sim.now, group.finish_s)
+                self._trajectories[rec.key] = rec
+            self._recording = None
+        self._complete(group)
+
+    def _admit_due(self) -> None:
+        now = self.sim.now
+        parts = []
+        while self._arrivals and self._arrivals[0][0] <= now * (1 + 1e-15) + 1e-18:
+            _, _, gid, part = heapq.heappop(self._arrivals)
+            parts.append((gid, part))
+        if not parts:
+            return
+        if len(parts) == 1:
+            gid, p = parts[0]
+            self._table.add(p.flat, _weights(p), p.lengths, p.nbytes, np.full(len(p.lengths), gid), p.flow, now)
+            return
+        cat = np.concatenate
+        self._table.add(cat([p.flat for _, p in parts]), cat([_weights(p) for _, p in parts]),
+                        cat([p.lengths for _, p in parts]), cat([p.nbytes for _, p in parts]),
+                        np.repeat([gid for gid, _ in parts], [len(p.lengths) for _, p in parts]),
+                        cat([p.flow for _, p in parts]), now)
+
+    def _recompute(self) -> None:
+        self.recomputations += 1
+        self.peak_active_subflows = max(self.peak_active_subflows, self._table.n_alive)
+        self._table.recompute(self.sim.now)
+
+    def _schedule(self) -> None:
+        self._generation += 1
+        now = self.sim.now
+        delay = min(self._table.next_finish(), self._arrivals[0][0] if self._arrivals else np.inf) - now
+        if delay == np.inf:
+            return
+        generation = self._generation
+        self.sim.timeout(max(delay, 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
+
+    # ---- replay of recorded steps (sim/network/replay.py) ----------------------------------
+    def _idle(self) -> bool:
+        return not self._table.n_alive and not self._arrivals and self._replay is None \
+            and self._recording is None
+
+    def _start_replay(self, gid: int, group: TransferGroup, trajectory: Trajectory) -> None:
+        self.replayed_steps += 1
+        token = object()
+        self._replay = (gid, group, trajectory, token)
+        group.finish_s = self.sim.now + trajectory.finish_offsets
+        self.sim.timeout(trajectory.duration_s).callbacks.append(lambda _e: self._end_replay(token))
+
+    def _end_replay(self, token: object) -> None:
+        if self._replay is None or self._replay[3] is not token:
+            return
+        gid, group, trajectory, _ = self._replay
+        self._replay = None
+        d = self._deferred
+        if d is not None and d[0] is trajectory and d[3] == group.start_s:
+            d[1] += 1                                     # back-to-back replays: account them at once
+            d[3] = self.sim.now
+        else:
+            self._settle()
+            self._deferred = [trajectory, 1, group.start_s, self.sim.now]
+        self._finish_group(gid)
+
+    def _settle(self) -> None:
+        if self._deferred is not None:
+            trajectory, count, t0, t1 = self._deferred
+            self._deferred = None
+            link_bytes, busy = trajectory.totals(self._num_links)
+            self._account(t0, t1, link_bytes * count, busy * count)
+
+    def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:
+        self._link_bytes += link_bytes
+        self._link_busy_s += busy
+        for observer in self.traffic_observers:
+            observer.on_links(t0, t1, link_bytes)
+
+    def _materialise(self) -> None:
+        """Another transfer starts during a replay: put the step's flows back with the bytes they
+        would have left now, so the simulation continues exactly as without the replay."""
+        if self._replay is None:
+            return
+        gid, group, trajectory, _ = self._replay
+        self._replay = None
+        now = self.sim.now
+        offset = now - group.start_s
+        remaining, link_bytes, busy = trajectory.state_at(offset, self._num_links)
+        self._account(group.start_s, now, link_bytes, busy)
+        routed = trajectory.routed
+        entered = routed.latency <= offset
+        active = entered & (remaining > _DONE_BYTES)
+        waiting = ~entered
+        group.open_subflows = int(active.sum() + waiting.sum())
+        group.finish_s[routed.flow[active | waiting]] = np.nan       # set when they finish
+        self._groups[gid] = group
+        if group.open_subflows == 0:
+            self._finish_group(gid)
+            return
+        rows = select_rows(routed, active)
+        self._last_s = now                     # the network was idle: nothing else to advance
+        if len(rows.lengths):
+            self._table.add(rows.flat, _weights(rows), rows.lengths, remaining[active],
+                            np.full(len(rows.lengths), gid), rows.flow, now)
+        if waiting.any():
+            self._enqueue(gid, select_rows(routed, waiting), group.start_s)
+        self._recompute()
+        self._schedule()
+
+
+def _weights(rows: Routed) -> np.ndarray:
+    """Entry weights of flow rows: always set (rows are merged paths, `_merge_paths`)."""
+    if rows.weights is None:
+        raise ValueError("flow rows carry entry weights")
+    return rows.weights
+
+
+def _merge_paths(routed: Routed) -> Routed:
+    """One flow per transfer: its ECMP sub-flows (contiguous, same owner) become one row whose link
+    entries are the fraction of the flow on each path (an evenly sprayed flow is one flow at its
+    NIC, not k flows). Latency: the slowest path's."""
+    owner = routed.flow
+    run_start = np.flatnonzero(np.concatenate([[True], owner[1:] != owner[:-1]]))
+    nbytes = np.add.reduceat(routed.nbytes, run_start)
+    run_of = np.repeat(np.arange(len(run_start)), np.diff(np.append(run_start, len(owner))))
+    share = routed.nbytes / nbytes[run_of]
+    merged = Routed(routed.flat, np.add.reduceat(routed.lengths, run_start), nbytes, owner[run_start],
+                     np.maximum.reduceat(routed.latency, run_start), np.repeat(share, routed.lengths))
+    if len(run_start) == len(owner):
+        return merged
+    # links that several paths of a flow share (its NIC) become one entry: their fractions add up
+    base = int(merged.flat.max()) + 1
+    key = np.repeat(np.arange(len(merged.lengths)), merged.lengths) * base + merged.flat
+    key, inverse = np.unique(key, return_inverse=True)
+    merged.weights = np.bincount(inverse.ravel(), merged.weights)
+    merged.flat = key % base
+    merged.lengths = np.bincount(key // base, minlength=len(merged.lengths))
+    return merged
