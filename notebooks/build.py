@@ -58,7 +58,7 @@ simulated ones, so the bounding resource is decided on the simulated part."""),
 for name, value in summary_rows(result.bottleneck):
     print(f"{name:28s} {value}")"""),
     code("""
-from sim.report.workload_plots import cp_breakdown
+from sim.workloads.cp_inference.plots import cp_breakdown
 cp_breakdown(result.metrics, title="70B, 128K prefill on 2 hosts");"""),
     md("The first layer on the GPUs of host 0: attention steps on the compute stream, the ring send on "
        "the NIC hidden under step 0, then the TP all-reduce over NVLink."),
@@ -70,7 +70,7 @@ cp_breakdown(result.metrics, title="70B, 128K prefill on 2 hosts");"""),
 ring algorithm; one host (CP = 1, no ring) is the baseline of ideal scaling."""),
     code("""
 from sim.studies.cp_scaling import cp_scaling_runs
-from sim.report.workload_plots import cp_scaling
+from sim.workloads.cp_inference.plots import cp_scaling
 table = cp_scaling_runs(scenario, hosts=(1, 2, 4, 8))
 table["parallel_efficiency"] = table["ttft_s"].iloc[0] / (table["hosts"] * table["ttft_s"])
 table[["hosts", "ring", "cp", "ttft_s", "mfu", "parallel_efficiency"]]"""),
@@ -125,7 +125,7 @@ Top: simulated embedding kernel time per iteration on each GPU (forward, and bac
 optimizer), with the planner's own additive cost per GPU on the right axis. Bottom: how many bytes
 of embedding rows each GPU holds in HBM and in the slow tier."""),
     code("""
-from sim.report.workload_plots import embedding_load
+from sim.workloads.embedding.plots import embedding_load
 for planner, r in runs.items():
     embedding_load(r.metrics, r.spans, r.cluster.num_gpus, iterations=2,
                    title=f"{planner}: embedding load per GPU");"""),

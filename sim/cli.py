@@ -1,4 +1,4 @@
-"""The `dcsim` command line (contract in DESIGN.md).
+"""The `dcsim` command line (contract: README.md, "Contracts").
 
     dcsim run SCENARIO.yaml [--set k=v ...] [--out DIR] [--json]
     dcsim check SCENARIO.yaml [--set k=v ...]
@@ -103,7 +103,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from validation.harness import main as validate_main    # lazy: dcsim works without torch
+    from validation.harness import main as validate_main  # lazy: dcsim works without torch
     return validate_main(args)
 
 
@@ -125,8 +125,14 @@ def cmd_check(args) -> int:
 
 def cmd_plan(args) -> int:
     from sim.scenario.model import load_scenario
-    from sim.workloads.embedding.workload import plan_report
-    report = plan_report(load_scenario(args.scenario, args.set))
+    from sim.workloads import WORKLOADS, Workload, workload_for
+    scenario = load_scenario(args.scenario, args.set)
+    kind = scenario.kind                           # "multi" for several jobs: no plan
+    report = workload_for(kind).plan_report(scenario) if scenario.workload is not None else None
+    if report is None:                             # the kinds that have a static plan (`Workload.plan_report`)
+        planned = [w.kind for w in WORKLOADS if type(w).plan_report is not Workload.plan_report]
+        raise ScenarioError(f"dcsim plan needs a workload with a static plan ({', '.join(planned)})",
+                            path="workload.kind", value=kind)
     if args.json:
         print(json.dumps(report["summary"]))
         return 0
@@ -188,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("scenario")
     c.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
     c.set_defaults(func=cmd_check)
-    pl = sub.add_parser("plan", help="the embedding sharding plan of an embedding_training scenario")
+    pl = sub.add_parser("plan", help="the static plan of a scenario's workload (the embedding sharding plan)")
     pl.add_argument("scenario")
     pl.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
     pl.add_argument("--json", action="store_true", help="print the plan summary as one JSON object")

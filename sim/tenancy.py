@@ -12,6 +12,8 @@ numbers either way). Per job, `metrics.jobs.{name}` holds the workload's own met
 - `completion_s`: when its simulate returned in the shared run; `alone_completion_s`: the same alone;
 - `slowdown_vs_alone` = completion_s / alone_completion_s (1 = unaffected by the other tenants).
 Top-level metrics: `jobs_count`, `makespan_s`, and the cluster's power and energy (sim/energy/meter.py).
+
+sim/runner.py dispatches here; this module does not import the runner (RunResult: sim/report/result.py).
 """
 from __future__ import annotations
 
@@ -19,12 +21,12 @@ import time
 
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import EnergyMeter
+from sim.engine.progress import drive
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
+from sim.report.result import RunResult, jsonable
 from sim.scenario.jobs import ClusterView, JobSimulation, job_host_pools, place_jobs
-from sim.engine.progress import drive
-from sim.runner import RunResult, jsonable
-from sim.workloads import module_for
+from sim.workloads import workload_for
 
 
 def _build(sim, scenario, pools) -> Cluster:
@@ -39,7 +41,7 @@ def _job(sim, cluster, job, host_ids: list[int], out: dict):
     job_sim = JobSimulation(sim, job.name)
     view = ClusterView.of(cluster, host_ids)
     view.sim = job_sim
-    metrics = yield from module_for(job.kind).simulate(job_sim, view, job)
+    metrics = yield from workload_for(job.kind).simulate(job_sim, view, job)
     out[job.name] = (metrics, float(sim.now))
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
-from sim.workloads import kinds, module_for
+from sim.workloads import config_class, kinds
 from validation import kernel_sim
 from validation.calibrate import Calibration, primitive_time_s
 
@@ -126,7 +126,7 @@ class Predictor:
             device = self.cal.lockstep if cp > 1 and self.cal.lockstep is not None else self.cal.device
             hw["gpu"] = device.model_dump(mode="json")
             dtype = p.get("dtype", "fp32")
-            if dtype in _literal_args(module_for("cp_inference").Config, "attention_dtype"):
+            if dtype in _literal_args(config_class("cp_inference"), "attention_dtype"):
                 workload["attention_dtype"] = dtype
             elif dtype == "fp32":
                 # cp_inference's attention_dtype admits no fp32: run the attention in its bf16 slot on a

@@ -7,4 +7,6 @@
   identical work shares.
 - `activity`: exact busy time, bytes and FLOPs per component, independent of the recorder's cap.
 - `progress`: driving a run to completion with an optional progress bar.
+- `cost`: `Estimate`, what a run will create counted before it runs, and the per-item costs.
+- `plotting`: the matplotlib backend and helpers every plot shares (`time_scale`, `finish`).
 """

@@ -8,4 +8,5 @@
 - `replay`: exact replay of repeated collective steps (`Trajectory`), and of what a stretch of time
   did to the network (`TrafficTape`).
 - `collectives`: ring, tree, hierarchical, direct collectives built from point-to-point flows.
+- `collective_cost`: a collective's schedule shape and simulator cost in closed form (for estimates).
 """

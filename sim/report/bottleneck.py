@@ -24,6 +24,9 @@ Utilisation. `utilisation` is each resource's busy fraction over the run (mean o
 that appear in the trace); `links` summarises the link table per link kind (max and mean
 utilisation, busiest link); `share_of_critical_path` leaves replayed spans out. When the recorder
 dropped spans (`trace_limit`), the path covers the recorded prefix only; `spans_dropped` says so.
+
+The workload's part. `run_bottleneck(result)` adds what the run's workload kind knows about its own
+bound (`Workload.bottleneck`, e.g. ingestion's closed-form bounding stage) under `workload`.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from sim.report.resources import busy_by_resource, is_wrapper, label, with_resources
+from sim.workloads import workload_for
 
 NETWORK_RESOURCES = ("scale_up", "nic", "host", "fabric")
 
@@ -180,6 +184,21 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     rows.append(("critical path", path or "(no spans recorded)"))
     util = ", ".join(f"{label(k)} {v:.0%}" for k, v in sorted(report["utilisation"].items(), key=lambda kv: -kv[1]))
     rows.append(("busy (mean over instances)", util or "-"))
+    if report.get("workload"):                 # the workload kind's own part (run_bottleneck)
+        rows.append(("workload's own bound", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                       for k, v in report["workload"].items())))
     if report.get("spans_dropped"):
         rows.append(("trace", f"{report['spans_dropped']} spans dropped (trace_limit): report covers the recorded prefix"))
     return rows
+
+
+def run_bottleneck(result) -> dict:
+    """The bottleneck report of a RunResult (sim/report/result.py), with the workload's own part under
+    `workload` when its kind adds one (`Workload.bottleneck`, sim/workloads/base.py)."""
+    report = bottleneck_report(result.spans, result.links, result.cluster.topology, result.sim_time_s,
+                               result.sim.recorder.dropped)
+    config = result.scenario.workload              # None: several jobs
+    extra = workload_for(config.kind).bottleneck(result) if config is not None else {}
+    if extra:
+        report["workload"] = extra
+    return report

@@ -1,7 +1,7 @@
 """Writing a run's results to a directory: summary.json, scenario.resolved.yaml, events.parquet,
 links.csv, trace.json and PNG plots (sim/report/plots.py `run_plots`: timeline, utilisation, tier bytes,
-links, topology and the workload's own plots); summary.json carries the bottleneck report. Every file is written atomically (temp file + rename) and only
-inside the directory given.
+links, topology and the workload's own plots); summary.json carries the bottleneck report. Every file
+is written atomically (temp file + rename) and only inside the directory given.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from sim.report import plots
 from sim.energy.plots import power_over_time
-from sim.runner import RunResult, resolved_yaml
+from sim.report import plots
+from sim.report.result import RunResult, resolved_yaml
 from sim.report.trace import chrome_trace
 
 

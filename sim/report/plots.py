@@ -10,23 +10,20 @@ Generic plots (every workload kind):
 - `link_utilisation`: the busiest links;
 - `topology` (sim/report/plot_topology.py): the switch graph with hosts aggregated, links coloured by
   utilisation.
-Kind-specific plots live in sim/report/workload_plots.py.
+A kind's own plots live with it (sim/workloads/<kind>/plots.py) and come through its `plots(result)`
+(sim/workloads/base.py); `time_scale` and `finish` are shared from sim/engine/plotting.py.
 """
 from __future__ import annotations
 
-import sys
-
-import matplotlib
-
-if "ipykernel" not in sys.modules:      # scripts and the CLI draw off-screen; notebooks keep inline
-    matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from sim.engine.plotting import finish, time_scale  # the backend is chosen there
 from sim.report.resources import label, utilisation_over_time, with_resources
 from sim.report.resources import tier_bytes as _tier_bytes
 from sim.report.trace import process_and_thread, select_spans
+from sim.workloads import workload_for
 
 _BASE_COLORS = {"compute": "tab:blue", "cpu": "tab:brown", "scale_up": "tab:green", "nic": "tab:orange",
                 "host": "tab:purple", "fabric": "tab:red", "idle": "lightgray"}
@@ -42,24 +39,6 @@ def resource_color(resource: str):
         shade = 0.45 + 0.4 * (sum(map(ord, name)) % 7) / 7
         return plt.get_cmap(_FAMILY_CMAPS[family])(shade)
     return plt.get_cmap("tab20")((sum(map(ord, resource)) % 20) / 20)
-
-
-def time_scale(t_max: float) -> tuple[float, str]:
-    """Multiplier and unit that make `t_max` readable (s, ms, us)."""
-    if t_max >= 1:
-        return 1.0, "s"
-    if t_max >= 1e-3:
-        return 1e3, "ms"
-    return 1e6, "us"
-
-
-def finish(fig, path=None):
-    """Lay out, save to `path` (PNG) if given, and close the figure when saved."""
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=110, format="png")
-        plt.close(fig)
-    return fig
 
 
 def default_window(spans: pd.DataFrame, max_spans: int = 4000) -> tuple[float, float] | None:
@@ -234,13 +213,18 @@ class RunPlots:
 
     def workload(self, **kw):
         """The kind-specific plots of this run (embedding plan load, ingestion buffers ...), if any."""
-        from sim.report.workload_plots import workload_plots
         return [draw(**kw) for _, draw in workload_plots(self._r)]
+
+
+def workload_plots(result) -> list:
+    """(file stem, draw function taking `path=`) of the workload's own plots of one run (none for
+    several jobs: their metrics are per job)."""
+    config = result.scenario.workload
+    return [] if config is None else workload_for(config.kind).plots(result)
 
 
 def run_plots(result) -> list[tuple[str, object]]:
     """(file stem, draw function taking `path=`) of every plot `dcsim run --out` writes."""
-    from sim.report.workload_plots import workload_plots
     p = RunPlots(result)
     has_tiers = bool((result.links["kind"] == "memory").any() and
                      result.links.loc[result.links["kind"] == "memory", "bytes"].sum() > 0)

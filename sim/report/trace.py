@@ -66,7 +66,7 @@ def chrome_trace(spans: pd.DataFrame, max_events: int | None = 200_000,
     lanes = {}
     for comp, track in dict.fromkeys(zip(rows["component"], rows["track"])):
         lanes[(comp, track)] = process_and_thread(comp, track)
-    for proc, _, key in sorted(lanes.values(), key=lambda v: (v[2], v[1])):
+    for proc, _, _key in sorted(lanes.values(), key=lambda v: (v[2], v[1])):
         if proc not in pids:
             pids[proc] = len(pids) + 1
             events.append({"ph": "M", "name": "process_name", "pid": pids[proc], "args": {"name": proc}})
@@ -127,7 +127,7 @@ def write_chrome_trace(spans: pd.DataFrame, path, max_events: int | None = 200_0
                        window_s: tuple[float, float] | None = None, **kwargs) -> None:
     from pathlib import Path
 
-    from sim.report.output import atomic_path          # lazy: sim.report.output imports this module; atomic: temp + rename
+    from sim.report.output import atomic_path  # lazy: sim.report.output imports this module; atomic: temp + rename
     with atomic_path(Path(path)) as tmp, open(tmp, "w") as f:
         json.dump(chrome_trace(spans, max_events, window_s, **kwargs), f)
 

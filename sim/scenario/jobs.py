@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from sim.cluster.cluster import Cluster
 from sim.errors import ScenarioError
-from sim.workloads import MODULES
+from sim.workloads import WORKLOADS, kind_of
 
 
 class HostRequest(BaseModel):
@@ -58,7 +58,7 @@ def parse_host_set(text: str) -> list[int]:
     return hosts
 
 
-HostSpec = Union[HostRequest, list[int], str]
+HostSpec = HostRequest | list[int] | str
 
 
 def _check_hosts(cls, v):
@@ -81,18 +81,17 @@ def _check_hosts(cls, v):
     return v
 
 
-def job_class(module):
-    """The job config of a workload kind: its Config plus `name` and `hosts`."""
-    kind = module.Config.model_fields["kind"].annotation.__args__[0]
+def job_class(config_class):
+    """The job config of a workload kind: its config class plus `name` and `hosts`."""
     return create_model(
-        f"Job_{kind}", __base__=module.Config,
+        f"Job_{kind_of(config_class)}", __base__=config_class,
         __validators__={"_hosts": field_validator("hosts", mode="before")(_check_hosts)},
         name=(str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="job name (metrics.jobs.NAME)")),
         hosts=(HostSpec, Field(description="hosts it occupies: '0-511', [0, 1], or {count, placement}")))
 
 
-_JOB_CLASSES = tuple(job_class(m) for m in MODULES)
-JobConfig = (Annotated[Union[_JOB_CLASSES], Field(discriminator="kind")]  # type: ignore[valid-type]
+_JOB_CLASSES = tuple(job_class(w.config_class) for w in WORKLOADS)
+JobConfig = (Annotated[Union[_JOB_CLASSES], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
              if len(_JOB_CLASSES) > 1 else _JOB_CLASSES[0])
 
 
@@ -200,7 +199,7 @@ class ClusterView(Cluster):
     host_ids: list[int] = field(default_factory=list)     # global index of each of the job's hosts
 
     @classmethod
-    def of(cls, cluster, host_ids: list[int]) -> "ClusterView":
+    def of(cls, cluster, host_ids: list[int]) -> ClusterView:
         hosts = [cluster.hosts[h] for h in host_ids]
         return cls(cluster.sim, sub_hardware(cluster.hardware, len(host_ids)),
                    TopologyView(cluster.topology, host_ids), cluster.network,

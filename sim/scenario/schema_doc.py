@@ -3,8 +3,8 @@ docs/scenario-reference.md), so the documentation cannot drift from the code.
 
 The page walks `Scenario`: one table per model (key path, type, default, description), nested
 models as their own sections under their key path (`hardware.topology`, `workload.background[]`),
-one section per workload kind of the discriminated union with the first paragraph of its module
-docstring, and the catalog names a hardware field accepts. Types with units say which strings they
+one section per workload kind of the registry (sim/workloads/__init__.py) with the first paragraph
+of its package docstring and the metrics it documents, and the catalog names a hardware field accepts. Types with units say which strings they
 accept (`"96 GiB"`, `"400 Gbit/s"`, `"2 us"`).
 """
 from __future__ import annotations
@@ -148,10 +148,16 @@ def _nested_sections(found: list, unit_of: dict[int, str], documented: dict) -> 
     return out
 
 
+def _metrics_table(metrics) -> list[str]:
+    """The metrics a kind documents (its `metrics`: name -> meaning, unit), as a table."""
+    rows = [f"| `{name}` | {meaning.replace('|', '/')} |" for name, meaning in metrics.items()]
+    return ["#### Metrics", "", "| metric | meaning, unit |", "|---|---|", *rows, ""]
+
+
 def scenario_reference_markdown() -> str:
     """The whole reference page."""
     from sim.scenario.model import Scenario
-    from sim.workloads import MODULES
+    from sim.workloads import WORKLOADS
     unit_of = _unit_validators()
     documented: dict = {}
     out = ["# Scenario reference", "",
@@ -165,13 +171,14 @@ def scenario_reference_markdown() -> str:
     out += _table(Scenario, "", unit_of, found)
     out += _nested_sections(found, unit_of, documented)
     out += ["## Workload kinds", "",
-            "`workload.kind` selects one of the kinds below; each has its own fields.", ""]
-    for module in sorted(MODULES, key=lambda m: m.Config.model_fields["kind"].annotation.__args__[0]):
-        kind = module.Config.model_fields["kind"].annotation.__args__[0]
-        doc = _first_paragraph(sys.modules[module.__name__].__doc__)
-        out += [f"### kind: `{kind}`", "", f"Module `{module.__name__}`. {doc}", ""]
+            "`workload.kind` selects one of the kinds below; each has its own fields and metrics.", ""]
+    for workload in sorted(WORKLOADS, key=lambda w: w.kind):
+        package = type(workload).__module__.rsplit(".", 1)[0]          # sim/workloads/<kind>/
+        doc = _first_paragraph(sys.modules[package].__doc__)
+        out += [f"### kind: `{workload.kind}`", "", f"Module `{package}`. {doc}", ""]
         found = []
-        out += _table(module.Config, "workload", unit_of, found)
+        out += _table(workload.config_class, "workload", unit_of, found)
         out += [line.replace("### ", "#### ", 1) if line.startswith("### ") else line
                 for line in _nested_sections(found, unit_of, documented)]
+        out += _metrics_table(workload.metrics)
     return "\n".join(out).rstrip() + "\n"

@@ -5,7 +5,7 @@
 - `cp_scaling_runs(scenario, hosts, rings)`: the TTFT-vs-hosts study of context-parallel inference:
   for every host count the scenario runs with `hardware.nodes = hosts` and CP = all GPUs / TP (TP
   kept), once per ring algorithm (pass-KV, pass-Q). One host means CP = 1 (no ring), the baseline
-  of ideal scaling. Plot the table with `sim.report.workload_plots.cp_scaling`.
+  of ideal scaling. Plot the table with `sim.workloads.cp_inference.plots.cp_scaling`.
 - `sweep_runs(scenario, key, values)`: one run per value of one key; a table of scalar metrics.
 
 Heavier grids belong to `dcsim sweep` (sim/studies/sweep.py: parallel, resumable); these run in process.
@@ -19,6 +19,9 @@ import pandas as pd
 from sim.runner import run
 from sim.scenario.model import Scenario, apply_override, scenario_from_dict
 from sim.studies.seeds import scalar_metrics
+from sim.workloads import config_class
+
+CP_INFERENCE = config_class("cp_inference")        # the study's kind, through the registry
 
 
 def with_overrides(scenario: Scenario, overrides: dict) -> Scenario:
@@ -32,8 +35,8 @@ def cp_scaling_runs(scenario: Scenario, hosts: Iterable[int] = (1, 2, 4, 8),
                     rings: Iterable[str] = ("pass-kv", "pass-q")) -> pd.DataFrame:
     """One row per (hosts, ring): ttft_s, mfu, ring actually used, cp, tp, wall_s."""
     workload = scenario.workload
-    if workload.kind != "cp_inference":
-        raise ValueError(f"cp_scaling_runs needs a cp_inference scenario, got {workload.kind!r}")
+    if not isinstance(workload, CP_INFERENCE):
+        raise ValueError(f"cp_scaling_runs needs a cp_inference scenario, got {scenario.kind!r}")
     gpn = scenario.hardware.gpus_per_node
     tp = workload.parallelism.tp or gpn
     rows = []

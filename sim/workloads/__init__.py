@@ -1,34 +1,50 @@
-"""Workload kinds. Each module contributes `Config` (with a `kind` literal) and `simulate`.
+"""Workload kinds: one package per kind, each exporting `WORKLOAD` (sim/workloads/base.py's `Workload`)
+from its `kind.py`, and the registry below.
 
-Adding a kind = writing one module and listing it in MODULES below (no import side effects).
+Adding a kind = one package sim/workloads/<kind>/ and one line in WORKLOADS (no import side effects).
+Core code reaches a kind only through `workload_for(kind)`: its config class, simulate, metrics,
+estimate, plots, bottleneck part and plan.
 """
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Annotated, Union
 
 from pydantic import Field
 
-from sim.workloads import campaign, collective, cp_inference, embedding, ingestion, tiered_memory, training
+from sim.workloads.base import Workload, WorkloadBase, kind_of
+from sim.workloads.campaign.kind import WORKLOAD as CAMPAIGN
+from sim.workloads.collective.kind import WORKLOAD as COLLECTIVE
+from sim.workloads.cp_inference.kind import WORKLOAD as CP_INFERENCE
+from sim.workloads.embedding.kind import WORKLOAD as EMBEDDING
+from sim.workloads.ingestion.kind import WORKLOAD as INGESTION
+from sim.workloads.tiered_memory.kind import WORKLOAD as TIERED_MEMORY
+from sim.workloads.training.kind import WORKLOAD as TRAINING
 
-MODULES: tuple[ModuleType, ...] = (collective, cp_inference, ingestion, embedding, campaign, training,
-                                   tiered_memory)
+WORKLOADS: tuple[Workload, ...] = (COLLECTIVE, CP_INFERENCE, INGESTION, EMBEDDING, CAMPAIGN, TRAINING,
+                                   TIERED_MEMORY)
 
-_BY_KIND = {m.Config.model_fields["kind"].annotation.__args__[0]: m for m in MODULES}
+_BY_KIND = {w.kind: w for w in WORKLOADS}
 
-_CONFIGS = tuple(m.Config for m in MODULES)
-WorkloadConfig = (Annotated[Union[_CONFIGS], Field(discriminator="kind")]  # type: ignore[valid-type]
+_CONFIGS = tuple(w.config_class for w in WORKLOADS)
+WorkloadConfig = (Annotated[Union[_CONFIGS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
                   if len(_CONFIGS) > 1 else _CONFIGS[0])
 
 
 def kinds() -> list[str]:
+    """Every registered kind, sorted."""
     return sorted(_BY_KIND)
 
 
-def module_for(kind: str) -> ModuleType:
+def workload_for(kind: str) -> Workload:
+    """The Workload of `kind` (KeyError for an unknown kind; scenarios are validated before)."""
     return _BY_KIND[kind]
 
 
-def config_class(kind: object):
-    module = _BY_KIND.get(kind) if isinstance(kind, str) else None
-    return module.Config if module else None
+def config_class(kind: object) -> type[WorkloadBase] | None:
+    """The config model of `kind`, None for an unknown kind or a non-string."""
+    workload = _BY_KIND.get(kind) if isinstance(kind, str) else None
+    return workload.config_class if workload else None
+
+
+__all__ = ["WORKLOADS", "Workload", "WorkloadBase", "WorkloadConfig", "config_class", "kind_of", "kinds",
+           "workload_for"]

@@ -221,7 +221,9 @@ def test_generic_plots_label_their_axes(ring_nic_bound, tmp_path):
 
 
 def test_kind_specific_plots_draw_from_metrics(tmp_path):
-    from sim.report.workload_plots import cp_breakdown, cp_scaling, embedding_load, ingestion_buffers, plan_load
+    from sim.workloads.cp_inference.plots import cp_breakdown, cp_scaling
+    from sim.workloads.embedding.plots import embedding_load, plan_load
+    from sim.workloads.ingestion.plots import ingestion_buffers
     bd = {"dense": 1.0, "attention": 2.0, "merge": 0.1, "ring_exposed": 0.2, "tp_allreduce": 0.7, "total": 4.0}
     fig = cp_breakdown({"prefill_breakdown_s": bd, "ring_algorithm": "pass-kv", "tp": 8, "cp": 2,
                         "ring_steps": [{"step": 0, "attention_s": 1.0, "exposed_s": 0.0, "send_s": 0.5}]},

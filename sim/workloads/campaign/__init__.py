@@ -2,6 +2,7 @@
 
 - `workload`: the config and `simulate`.
 - `faults`: failure processes, checkpoints, detection and restart, simulated event by event.
+- `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate.
 """
 from sim.workloads.campaign.workload import Config, simulate
 

@@ -4,6 +4,7 @@
 - `cost`: the cost model the planners and the simulation share.
 - `planner`: sharding planners (size_greedy, recshard, manual); `recshard`, `milp`: RecShard's search.
 - `estimate`: the planner's estimate of one iteration and the plan as rows (`dcsim plan`).
+- `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate (limits, `dcsim check`); `plots`: load per GPU.
 """
 from sim.workloads.embedding.workload import Config, simulate
 

@@ -5,6 +5,7 @@
   exactly-once accounting, buffer trace and the worker autoscaler.
 - `data`, `media`: the tabular (DLRM) dataset and the video curation pipeline.
 - `workload`: `simulate`.
+- `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate; `plots`: trainer buffers over time.
 """
 from sim.workloads.ingestion.workload import Config, simulate
 

@@ -4,6 +4,7 @@
 - `layout`: where ranks sit and which are interchangeable; `memory`: memory per GPU per stage.
 - `plan`: the static plan (layer split, op lists, kernels); `run`: the run on the cluster.
 - `accounting`, `metrics`: where the time went and the metrics.
+- `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate.
 """
 from sim.workloads.training.workload import Config, simulate
 

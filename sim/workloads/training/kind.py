@@ -1,0 +1,51 @@
+"""`kind: training` as a `Workload` (sim/workloads/base.py): large-model training with 4D parallelism."""
+from __future__ import annotations
+
+from sim.workloads.base import Workload
+from sim.workloads.training.sizing import training_estimate
+from sim.workloads.training.workload import Config, simulate
+
+METRICS = {
+    "iteration_s": "iteration time, mean over iterations, s",
+    "iteration_s_each": "time of every iteration, list of s",
+    "tokens_per_s": "training tokens per second, tokens/s",
+    "tokens_per_iteration": "tokens of one global batch, tokens",
+    "tflop_per_s_per_gpu": "model FLOPs (6 x matmul params x tokens + attention) per second per GPU, TFLOP/s",
+    "mfu": "model FLOP/s over the GPU's dense BF16 peak, fraction",
+    "hfu": "executed FLOP/s (recomputation included) over that peak, fraction",
+    "model_flop_per_iteration": "model FLOPs of one iteration, FLOP",
+    "bubble_fraction": "pipeline bubble time over the iteration, fraction",
+    "exposed_comm_fraction": "time GPUs wait for communication not hidden under kernels, fraction",
+    "breakdown_s": "per iteration: kernels, exposed communication, bubble and the rest; s",
+    "peak_memory_per_gpu_bytes": "memory of the fullest GPU (weights, gradients, optimizer, activations), bytes",
+    "memory_per_gpu_bytes": "breakdown of the fullest stage's memory per GPU, bytes",
+    "memory_per_stage_bytes": "memory per GPU of every pipeline stage, list of bytes",
+    "op_s": "one forward / backward pass per virtual stage (e.g. 'F v0'), s",
+    "micro_batches": "micro-batches per iteration and pipeline, count",
+    "layers_per_virtual_stage": "transformer layers per virtual pipeline stage, count",
+    "simulated_ranks": "fidelity: ranks simulated (all or representative)",
+    "replica_classes": "fidelity: equivalence classes of data-parallel replicas simulated, count",
+    "replay": "fidelity: whether identical layers were replayed, bool",
+    "model": "the model's name",
+    "params": "model parameters, count",
+    "parallelism": "tp, cp, pp, dp degrees",
+    "schedule": "pipeline schedule, name",
+    "sequence_length": "tokens per sequence, tokens",
+    "recompute": "activation recomputation (none, selective, full), name",
+    "gemm_dtype": "datatype of the GEMMs, name",
+}
+
+
+class TrainingWorkload(Workload):
+    kind = "training"
+    config_class = Config
+    metrics = METRICS
+
+    def simulate(self, sim, cluster, config):
+        return simulate(sim, cluster, config)
+
+    def estimate(self, config, hardware, network_model: str):
+        return training_estimate(config, hardware, network_model)
+
+
+WORKLOAD = TrainingWorkload()
