@@ -30,14 +30,18 @@ def step(c):
 def main():
     S, rows = 256 * 2**20, []
     for n in (4, 8):
-        c = make_cluster(nodes=n); B, a = step(c)
+        c = make_cluster(nodes=n)
+        B, a = step(c)
         rows.append((f"ring all-reduce n={n}", timed(c, "all_reduce", S, "ring"), 2 * (n - 1) / n * S / B + 2 * (n - 1) * a))
-        c = make_cluster(nodes=n); B, a = step(c)
+        c = make_cluster(nodes=n)
+        B, a = step(c)
         rows.append((f"all-gather n={n}", timed(c, "all_gather", S, "ring"), (n - 1) / n * S / B + (n - 1) * a))
-        c = make_cluster(nodes=n); B, a = step(c)
+        c = make_cluster(nodes=n)
+        B, a = step(c)
         rows.append((f"all-to-all single switch n={n}", timed(c, "all_to_all", S, "direct"), (n - 1) / n * S / B + a))
     n = 4
-    c = make_cluster(nodes=n); B, a = step(c)
+    c = make_cluster(nodes=n)
+    B, a = step(c)
     rows.append(("ring all-reduce + competing flow", timed(c, "all_reduce", S, "ring", [(0, 1, 1e11)]),
                  2 * (n - 1) * (S / n / (B / 2) + a)))
     for over, factor in ((1, 0.875), (4, 2.0)):

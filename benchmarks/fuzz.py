@@ -38,9 +38,10 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 from hypothesis import HealthCheck, Phase, given, settings
@@ -50,8 +51,17 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.fuzz_inputs import (graph_files, override_texts, record_files, scenario_inputs,  # noqa: E402
-                                    schema_keys, shipped, sweep_texts, trace_files, yaml_texts)
+from benchmarks.fuzz_inputs import (  # noqa: E402
+    graph_files,
+    override_texts,
+    record_files,
+    scenario_inputs,
+    schema_keys,
+    shipped,
+    sweep_texts,
+    trace_files,
+    yaml_texts,
+)
 from sim.errors import ScenarioError  # noqa: E402
 from sim.scenario.estimate import Limits  # noqa: E402
 
@@ -133,9 +143,9 @@ def set_entry(inp) -> Outcome:
 
 
 def cli_entry(text: str) -> Outcome:
+    from sim.report.trace import parse_window
     from sim.scenario.model import apply_override, parse_override
     from sim.studies.sweep import expand, parse_axes
-    from sim.report.trace import parse_window
 
     outcomes = [classify(fn) for fn in (lambda: apply_override({"a": {"b": [1, 2]}}, *parse_override(text)),
                                         lambda: expand(parse_axes([text], "--grid")), lambda: parse_window(text))]

@@ -25,9 +25,9 @@ sys.path.insert(0, str(HERE.parent))
 def main() -> None:
     from hardware_models.units import parse_quantity
     from sim.cluster.cluster import Cluster
-    from sim.network.collectives import collective
     from sim.energy.meter import EnergyMeter
     from sim.engine.simulation import Simulation
+    from sim.network.collectives import collective
     from sim.scenario.model import load_scenario
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -28,9 +28,3 @@ class LinkSpec(Spec):
     @property
     def achieved_bytes_per_s(self) -> float:
         return self.bandwidth * self.efficiency
-
-    def transfer_time_s(self, nbytes: float) -> float:
-        """Uncontended time to move `nbytes` over this link, latency included."""
-        if nbytes <= 0:
-            return 0.0
-        return self.latency + nbytes / self.achieved_bytes_per_s

@@ -1,6 +1,6 @@
 """Validation harness: hold dcsim's predictions against real torch runs.
 
-Principle (DESIGN.md): calibrate on primitives, predict compositions.
+Principle (README.md, "Validation"): calibrate on primitives, predict compositions.
 
     dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
 
@@ -13,7 +13,6 @@ Principle (DESIGN.md): calibrate on primitives, predict compositions.
 - calibrate.py     least-squares fit of the device efficiencies and the link; profile YAML files
 - predict.py       every record as a dcsim prediction (cost functions, collective / cp_inference /
                    ingestion / embedding_training scenarios through sim.runner.run)
-- kernel_sim.py    kernel-and-flow simulations for a composition whose workload module is missing
 - report.py        error figures overall and per family, the contract JSON, the scatter plot
 - harness.py       the pipeline behind `dcsim validate`
 

@@ -230,7 +230,7 @@ def write_spec(spec, path: str | Path, header: str) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     body = yaml.safe_dump(_clean(spec.model_dump(mode="json")), sort_keys=False, width=120)
-    from sim.report.output import write_text            # atomic: temp file + rename
+    from sim.report.output import write_text  # atomic: temp file + rename
     write_text(p, "".join(f"# {line}\n" for line in header.splitlines()) + body)
     return p
 

@@ -139,7 +139,7 @@ def embedding_configs(quick: bool, gpu: bool = False) -> list[dict]:
              "dense_features": 13, "bottom_mlp": [256, 64], "top_mlp": [512, 256, 1], "repeats": 10}]
 
 
-def _mlp(torch, sizes: list[int], last_sigmoid: bool = False):
+def _mlp(torch, sizes: list[int]):
     layers = []
     for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
         layers.append(torch.nn.Linear(a, b))

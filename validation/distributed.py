@@ -94,7 +94,7 @@ def _lockstep_primitives(dist, torch, device: str) -> list[dict]:
              "spread_s": r.spread_s, "repeats": r.repeats, "min_s": r.min_s} for r in records]
 
 
-def _cp(dist, torch, device: str, configs: list[dict], quick: bool) -> list[dict]:
+def _cp(dist, torch, device: str, configs: list[dict]) -> list[dict]:
     from validation import torch_models as tm
     rank, world = dist.get_rank(), dist.get_world_size()
     rows = []
@@ -134,7 +134,7 @@ def _worker(rank: int, port: int, device: str, threads: int, comm_sizes, cp_conf
     dev = f"cuda:{rank}" if device == "cuda" else "cpu"
     try:
         rows = (_comm(dist, torch, dev, comm_sizes, quick) + _lockstep_primitives(dist, torch, dev)
-                + _cp(dist, torch, dev, cp_configs, quick))
+                + _cp(dist, torch, dev, cp_configs))
         if rank == 0:
             with open(out_path, "w") as f:
                 json.dump(rows, f)

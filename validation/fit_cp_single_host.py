@@ -2,7 +2,7 @@
 
 arXiv 2411.01783 reports, for Llama 3 405B on one host (TP8, FP8 row-wise FFN, BF16 attention,
 batch 1): time to first token 1.740 s at 8K, 7.658 s at 32K, 42.010 s at 128K tokens, and decode
-44.5 ms/token at 8K-32K context, 46.3 ms at 128K (shared/REFERENCE.md). These six points - and
+44.5 ms/token at 8K-32K context, 46.3 ms at 128K (docs/references.md#validation-references). These six points - and
 nothing multi-host - are what this script fits, by running the cp_inference simulation itself
 (cp = 1 on one host) inside scipy.optimize.least_squares on log(predicted / reported):
 

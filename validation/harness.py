@@ -192,7 +192,7 @@ def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dc
     log(f"predicted {len(cases)} cases in {time.perf_counter() - start:.1f} s")
     result = Validation(records, cal, cases, out, meta)
     summary = result.summary()
-    from sim.report.output import atomic_path, write_json          # atomic: temp file + rename
+    from sim.report.output import atomic_path, write_json  # atomic: temp file + rename
     write_json(out / "report.json", {**summary, "by_family": report.by_family(cases),
                                      "methods": {c.name: c.method for c in cases}})
     import pandas as pd

@@ -7,8 +7,7 @@
 - Compositions run their workload through `sim.runner.run` on the calibrated profile: the
   transformer prefill and ring attention as `cp_inference` (cp = 1, or cp = 2 over the calibrated
   link with the measured ring), the DataLoader as `ingestion`, the embedding step as
-  `embedding_training`. Where that workload module is not in sim.workloads, `kernel_sim` runs the
-  composition's kernels and flows on the same cluster instead (the case's `method` says which).
+  `embedding_training` (the case's `method` names the workload that predicted it).
 - Published figures (cp_ttft) run `cp_inference` on the paper's hardware from the catalog.
 
 Every scenario is built as a dict; with `scenario_dir` it is also written as YAML (hardware naming
@@ -23,8 +22,7 @@ import yaml
 
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
-from sim.workloads import config_class, kinds
-from validation import kernel_sim
+from sim.workloads import config_class
 from validation.calibrate import Calibration, primitive_time_s
 
 COLLECTIVES = ("send_recv", "all_reduce", "all_to_all")
@@ -65,7 +63,6 @@ class Predictor:
     def __init__(self, cal: Calibration, scenario_dir: str | Path | None = None) -> None:
         self.cal = cal
         self.scenario_dir = Path(scenario_dir) if scenario_dir else None
-        self.available = set(kinds())
 
     # ---- running scenarios ------------------------------------------------------------------
     def run_scenario(self, name: str, workload: dict, devices: int = 1, hw: dict | None = None):
@@ -84,7 +81,7 @@ class Predictor:
             if path is not None and spec is not None and shown["hardware"].get(key) == spec.model_dump(mode="json"):
                 shown["hardware"][key] = str(Path(path).resolve())
         fname = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".yaml"
-        from sim.report.output import write_text        # atomic: temp file + rename
+        from sim.report.output import write_text  # atomic: temp file + rename
         write_text(self.scenario_dir / fname, yaml.safe_dump(shown, sort_keys=False))
 
     # ---- per workload ---------------------------------------------------------------------------
@@ -116,32 +113,28 @@ class Predictor:
         p = r.params
         cp = int(p.get("cp", 1))
         ring = p.get("ring", "pass-kv")
-        if "cp_inference" in self.available:
-            model = {"layers": p["layers"], "hidden": p["hidden"], "ffn": p["ffn"], "heads": p["heads"],
-                     "kv_heads": p["heads"], "vocab": 256, "mlp": "swiglu"}
-            workload = {"kind": "cp_inference", "model": model, "dtype": p.get("dtype", "fp32"),
-                        "parallelism": {"tp": 1, "cp": cp}, "ring": ring if cp > 1 else "auto",
-                        "requests": [{"prompt_tokens": p["seq"], "cached_tokens": 0, "decode_tokens": 0}]}
-            hw = hardware(self.cal, cp)
-            device = self.cal.lockstep if cp > 1 and self.cal.lockstep is not None else self.cal.device
-            hw["gpu"] = device.model_dump(mode="json")
-            dtype = p.get("dtype", "fp32")
-            if dtype in _literal_args(config_class("cp_inference"), "attention_dtype"):
-                workload["attention_dtype"] = dtype
-            elif dtype == "fp32":
-                # cp_inference's attention_dtype admits no fp32: run the attention in its bf16 slot on a
-                # device view whose bf16 peak is the fitted fp32 peak (GEMMs are fp32 and unaffected).
-                view = device.model_copy(update={"peak": device.peak.model_copy(update={"bf16": device.peak.fp32})})
-                hw = dict(hw, gpu=view.model_dump(mode="json"))
-            result = self.run_scenario(f"validate-{r.name}", workload, hw=hw)
-            shown = f", {ring}" + (", x2 profile" if device is self.cal.lockstep else "") if cp > 1 else ""
-            return result.metrics["ttft_s"], f"sim cp_inference (cp={cp}{shown})"
-        return kernel_sim.transformer(hardware(self.cal, cp), p, cp, ring), f"kernel sim (cp={cp})"
+        model = {"layers": p["layers"], "hidden": p["hidden"], "ffn": p["ffn"], "heads": p["heads"],
+                 "kv_heads": p["heads"], "vocab": 256, "mlp": "swiglu"}
+        workload = {"kind": "cp_inference", "model": model, "dtype": p.get("dtype", "fp32"),
+                    "parallelism": {"tp": 1, "cp": cp}, "ring": ring if cp > 1 else "auto",
+                    "requests": [{"prompt_tokens": p["seq"], "cached_tokens": 0, "decode_tokens": 0}]}
+        hw = hardware(self.cal, cp)
+        device = self.cal.lockstep if cp > 1 and self.cal.lockstep is not None else self.cal.device
+        hw["gpu"] = device.model_dump(mode="json")
+        dtype = p.get("dtype", "fp32")
+        if dtype in _literal_args(config_class("cp_inference"), "attention_dtype"):
+            workload["attention_dtype"] = dtype
+        elif dtype == "fp32":
+            # cp_inference's attention_dtype admits no fp32: run the attention in its bf16 slot on a
+            # device view whose bf16 peak is the fitted fp32 peak (GEMMs are fp32 and unaffected).
+            view = device.model_copy(update={"peak": device.peak.model_copy(update={"bf16": device.peak.fp32})})
+            hw = dict(hw, gpu=view.model_dump(mode="json"))
+        result = self.run_scenario(f"validate-{r.name}", workload, hw=hw)
+        shown = f", {ring}" + (", x2 profile" if device is self.cal.lockstep else "") if cp > 1 else ""
+        return result.metrics["ttft_s"], f"sim cp_inference (cp={cp}{shown})"
 
     def dataloader(self, r) -> tuple[float, str]:
         p = r.params
-        if "ingestion" not in self.available:
-            return kernel_sim.dataloader(hardware(self.cal, p["workers"]), p), "kernel sim (pipeline)"
         # The DataLoader as on-trainer preprocessing: one trainer host whose `workers` cores (the
         # calibrated 1-core device x workers sockets) all preprocess; each batch is made on one core
         # (cores_per_batch 1, like a DataLoader worker); the in-memory dataset sits on storage that
@@ -171,8 +164,6 @@ class Predictor:
 
     def embedding_step(self, r) -> tuple[float, str]:
         p = r.params
-        if "embedding_training" not in self.available:
-            return kernel_sim.embedding_step(hardware(self.cal, 1), p), "kernel sim (DLRM step)"
         # One 'GPU' (the calibrated CPU core) holding every table in its own memory ('hbm'), fp32 rows
         # and dense layers, the torch model's MLPs and dot interaction, SGD on both.
         tables = [{"name": f"t{i}", "rows": p["rows"], "dim": p["dim"], "pooling": p["pooling"],
@@ -186,7 +177,7 @@ class Predictor:
         return result.metrics["iteration_s"], "sim embedding_training"
 
     def published(self, r) -> tuple[float | None, str]:
-        if r.workload != "cp_ttft" or "cp_inference" not in self.available:
+        if r.workload != "cp_ttft":
             return None, "no predictor"
         p = r.params
         from hardware_models import catalog

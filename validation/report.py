@@ -5,7 +5,7 @@ value: median, maximum and MAPE (mean absolute percentage error, as a fraction).
 `excluded` (published figures some model was fitted to) are listed but never counted, and cases
 without a prediction are listed as such.
 
-`summary_json(cases)` is the contract object of DESIGN.md:
+`summary_json(cases)` is the `dcsim validate --json` contract object (README.md, "Contracts"):
 `{"cases": [{"name", "family", "predicted_s", "measured_s", "rel_error"}...], "median_rel_error",
 "max_rel_error", "mape"}` (rel_error absolute there, counted cases only).
 """
@@ -50,6 +50,7 @@ def _pct(x) -> str:
 def print_report(cases: list, title: str = "dcsim validate", console=None) -> None:
     from rich.console import Console
     from rich.table import Table
+
     from hardware_models.units import format_seconds
     console = console or Console(stderr=False)
     table = Table(title=title, header_style="bold")
@@ -110,7 +111,7 @@ def scatter_plot(cases: list, path, title: str = "dcsim validate: predicted vs m
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
-    from sim.report.output import atomic_path          # atomic: temp file + rename
+    from sim.report.output import atomic_path  # atomic: temp file + rename
     with atomic_path(Path(path)) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

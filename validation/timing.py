@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class Context:
     quick: bool = False
 
     @classmethod
-    def create(cls, device: str = "cpu", threads: int = 1, quick: bool = False) -> "Context":
+    def create(cls, device: str = "cpu", threads: int = 1, quick: bool = False) -> Context:
         import torch
         torch.set_num_threads(threads)
         return cls(torch, device, threads, quick)

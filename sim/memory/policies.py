@@ -236,9 +236,6 @@ class TPP:
         return che_promotion_rate(dist, self._usable(capacity), _q_lru_h(admit), admit)
 
 
-POLICY_NAMES = ("static", "lru", "numa_balancing", "tpp", "static_hot_rows")
-
-
 def placement_policy(name: str, tuning: Tuning | None = None) -> PlacementPolicy:
     """The policy called `name` (static, lru, numa_balancing, tpp, static_hot_rows)."""
     tuning = tuning or Tuning()
@@ -247,19 +244,6 @@ def placement_policy(name: str, tuning: Tuning | None = None) -> PlacementPolicy
     if name not in policies:
         raise ValueError(f"unknown placement policy {name!r}; allowed: {', '.join(policies)}")
     return policies[name]
-
-
-# names the embedding layer used before the shared mechanism (same objects)
-CachePolicy = PlacementPolicy
-cache_policy = placement_policy
-
-
-def LRUCache() -> LRUPlacement:
-    return LRUPlacement()
-
-
-def StaticHotRows() -> StaticPlacement:
-    return StaticPlacement("hottest")
 
 
 def sampled_hit_rate(policy: str, dist: ZipfRows, cache_rows: int, rng: np.random.Generator,

@@ -30,15 +30,11 @@ from hardware_models.memory import MemoryTierSpec
 from sim.memory.placement import EpochOutcome, PageState, Rules, advance  # noqa: F401 - re-exported
 from sim.memory.policies import (  # noqa: F401
     TPP,
-    CachePolicy,
-    LRUCache,
     LRUPlacement,
     NumaBalancing,
     PlacementPolicy,
-    StaticHotRows,
     StaticPlacement,
     Tuning,
-    cache_policy,
     che_hit_rate,
     placement_policy,
     sampled_hit_rate,

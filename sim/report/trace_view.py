@@ -6,7 +6,7 @@ header row, then one lane per thread (device stream, NIC, tier) with its slices;
 by their resource (`args.resource`, as sim/report/trace.py writes it) and named when wide enough. The busy
 counters of the `cluster utilisation` process, if present, are drawn as a strip on top.
 
-    python -m sim.report.trace_view runs/x/trace.json docs/img/trace.png [--window 0:2ms] [--lanes 24]
+    python -m sim.report.trace_view runs/x/trace.json docs/img/trace-cp-70b.png [--window 0:2ms] [--lanes 24]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Plots of sweep tables (matplotlib PNG): any metric against any swept key, and Pareto scatters.
+"""Plots of sweep tables (matplotlib PNG): any metric against any swept key.
 
-Axis labels carry units read from the column name's suffix (DESIGN.md's naming: `_s`, `_bytes`,
+Axis labels carry units read from the column name's suffix (README.md's naming contract: `_s`, `_bytes`,
 `_bytes_per_s`, `_flop_per_s`, `_per_s`, `_j`, `_w`, `_usd`). Swept values written with units
 ("64 MiB", "400 Gbit/s") are converted to SI numbers with hardware_models.units, so the axis is
 numeric and labelled in the base unit; values that are neither numbers nor quantities (algorithm
@@ -21,7 +21,6 @@ import pandas as pd  # noqa: E402
 from hardware_models.units import parse_quantity  # noqa: E402
 from sim.errors import ScenarioError  # noqa: E402
 from sim.report.output import atomic_path  # noqa: E402
-from sim.studies.pareto import pareto_front  # noqa: E402
 
 # (pattern on the last dotted part of a column name, unit); first match wins
 _UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
@@ -93,24 +92,6 @@ def plot_metric(df: pd.DataFrame, metric: str, key: str, by: Sequence[str] = (),
     ax.grid(True, alpha=0.3)
     if by and len(rows):
         ax.legend(fontsize="small")
-    fig.tight_layout()
-    _save(fig, path)
-    return fig
-
-
-def plot_pareto(df: pd.DataFrame, x: str, y: str, minimize: Sequence[str] = (), maximize: Sequence[str] = (),
-                title: str | None = None, path: str | Path | None = None):
-    """Scatter of two metrics over ok rows, with the Pareto front of the given objectives drawn on top."""
-    rows = df[df["status"] == "ok"] if "status" in df.columns else df
-    front = pareto_front(rows, minimize=minimize, maximize=maximize)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    ax.scatter(rows[x], rows[y], s=14, color="tab:gray", alpha=0.6, label="points")
-    ax.plot(front[x], front[y], marker="o", color="tab:red", label="Pareto front")
-    ax.set_xlabel(label(x))
-    ax.set_ylabel(label(y))
-    ax.set_title(title or f"{y} vs {x}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
     fig.tight_layout()
     _save(fig, path)
     return fig

@@ -212,7 +212,7 @@ def test_power_cap_model_checked_against_the_h100_pair_of_reference_md():
     h100 = catalog.device("h100-sxm")
     capped = catalog.device({"base": "h100-sxm", "power_cap": "500 W"})
     predicted = capped.peak_flop_per_s("bf16")
-    error = predicted / 800e12 - 1                                   # REFERENCE.md: 500 W -> 800 TFLOP/s
+    error = predicted / 800e12 - 1                                   # arXiv 2411.01783: 500 W -> 800 TFLOP/s
     assert predicted == pytest.approx(989e12 * ((500 - 88) / (700 - 88)) ** (1 / 3))
     assert error == pytest.approx(0.0835, abs=0.001)                  # the model's error: +8.4 %
     assert capped.memory_bandwidth == h100.memory_bandwidth          # HBM keeps its clock

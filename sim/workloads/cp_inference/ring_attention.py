@@ -34,8 +34,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-RINGS = ("pass-kv", "pass-q")
-
 
 def padded_tokens(new_tokens: int, cp: int) -> int:
     """New tokens padded to a multiple of 2N (load-balanced chunks); unchanged when cp = 1."""

@@ -40,8 +40,6 @@ from hardware_models.topology import tier_read_capacity
 from sim.memory.tiers import Access, StaticPlacement, ZipfRows, hbm_tier, placement_policy
 from sim.models.dlrm import Table
 
-SCHEMES = ("table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel")
-PLACEMENTS = ("hbm", "uvm_cache", "uvm", "cxl", "scm", "ssd")
 PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "scm", "ssd": "ssd"}
 INDEX_BYTES = {"int32": 4, "int64": 8}
 LENGTH_BYTES = 4            # int32 lengths/offsets per sample and feature (TorchRec KJT)

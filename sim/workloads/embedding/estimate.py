@@ -118,8 +118,3 @@ def plan_summary(plan: Plan, model: CostModel) -> dict:
         row["placement"] = "|".join(sorted(row["placement"]))
         row["hbm_fraction"] = min(1.0, row.pop("hbm_rows") / row.pop("rows"))
     return out
-
-
-def plan_rows(plan: Plan, model: CostModel) -> list[dict]:
-    """The plan as table rows for `dcsim plan` (one per table, then one per GPU)."""
-    return [{"table": name, **row} for name, row in plan_summary(plan, model).items()]

@@ -70,7 +70,7 @@ def movable(items) -> np.ndarray:
     return np.array([s.scheme in ("table_wise", "column_wise") for s in items], dtype=bool)
 
 
-def try_milp(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, model):
+def try_milp(items, cost, hbm_b, slow_b, load, caps, model):
     """The reduced assignment MILP (sim/workloads/embedding/milp.py), if it has at most `milp_max_binaries` binaries."""
     sh, gpn = model.cfg.sharding, model.gpus_per_node
     move = movable(items)

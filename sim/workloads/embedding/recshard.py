@@ -179,7 +179,7 @@ def _assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str):
             _squeeze(i, items, hbm_b, slow_b, cost, hbm_used, host_used, caps, model))
     # 3. refinement on the additive cost; the MILP of the reduced problem where it is small enough
     _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, model.cfg.sharding.refine_rounds)
-    milp = try_milp(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, model)
+    milp = try_milp(items, cost, hbm_b, slow_b, load, caps, model)
     if milp is not None and milp.ranks is not None and milp.objective < load.max() * (1 - 1e-9):
         apply_milp(items, cost, hbm_b, slow_b, load, hbm_used, host_used, gpn, milp)
         _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, model.cfg.sharding.refine_rounds)

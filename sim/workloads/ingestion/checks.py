@@ -19,7 +19,7 @@ def check_config(cfg, hardware) -> None:
         raise _err("give exactly one of preprocessing.cpu_s_per_sample (tabular stages) or media "
                    "(a video-curation pipeline)", "preprocessing.cpu_s_per_sample", pre.cpu_s_per_sample)
     if cfg.disaggregated:
-        _check_disaggregated(cfg, hardware)
+        _check_disaggregated(cfg)
     else:
         _check_on_trainer(cfg, hardware)
     if cfg.dedup.sessions == "fixed" and cfg.dedup.factor != int(cfg.dedup.factor):
@@ -45,7 +45,7 @@ def check_config(cfg, hardware) -> None:
             raise _err(f"must leave at least one of {st.nodes} storage nodes up", f"faults.{i}.count", f.count)
 
 
-def _check_disaggregated(cfg, hardware) -> None:
+def _check_disaggregated(cfg) -> None:
     pre, w = cfg.preprocessing, cfg.preprocessing.worker
     if pre.workers is None:
         raise _err("disaggregated preprocessing needs a worker count or auto", "preprocessing.workers", None)

@@ -14,7 +14,7 @@ import pytest
 
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
-from sim.memory.tiers import LRUCache, StaticHotRows, ZipfRows, sampled_hit_rate
+from sim.memory.tiers import LRUPlacement, StaticPlacement, ZipfRows, sampled_hit_rate
 from sim.workloads.embedding.cost import a2a_flows, comm_matrices
 from sim.runner import run
 from sim.scenario.model import load_scenario, scenario_from_dict
@@ -72,7 +72,7 @@ def test_sampled_ranks_follow_the_law():
 # ---- caches --------------------------------------------------------------------------------------
 
 def test_cache_hit_rate_rises_with_cache_size_and_skew():
-    lru = LRUCache()
+    lru = LRUPlacement()
     sizes = [100, 1_000, 10_000, 100_000]
     for alpha in (0.7, 1.0, 1.3):
         hits = [lru.hit_rate(ZipfRows(1_000_000, alpha), c) for c in sizes]
@@ -81,7 +81,7 @@ def test_cache_hit_rate_rises_with_cache_size_and_skew():
         hits = [lru.hit_rate(ZipfRows(1_000_000, a), c) for a in (0.7, 1.0, 1.3)]
         assert all(a < b for a, b in zip(hits, hits[1:]))
         # pinning the hottest rows (what a frequency-aware plan does) beats LRU
-        assert StaticHotRows().hit_rate(ZipfRows(1_000_000, 1.0), c) > lru.hit_rate(ZipfRows(1_000_000, 1.0), c)
+        assert StaticPlacement("hottest").hit_rate(ZipfRows(1_000_000, 1.0), c) > lru.hit_rate(ZipfRows(1_000_000, 1.0), c)
 
 
 @pytest.mark.parametrize("alpha", [0.8, 1.0, 1.2])
@@ -90,7 +90,7 @@ def test_che_approximation_error_against_a_sampled_lru_stream(alpha, cache):
     """Che's approximation vs replaying 150k sampled accesses through a real LRU: < 0.02 absolute."""
     d = ZipfRows(20_000, alpha)
     sampled = sampled_hit_rate("lru", d, cache, np.random.default_rng(7), 150_000, warmup=50_000)
-    assert abs(LRUCache().hit_rate(d, cache) - sampled) < 0.02
+    assert abs(LRUPlacement().hit_rate(d, cache) - sampled) < 0.02
     assert sampled_hit_rate("static_hot_rows", d, cache, np.random.default_rng(7), 100_000) == \
         pytest.approx(d.cdf(cache), abs=0.006)
 
