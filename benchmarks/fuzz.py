@@ -163,7 +163,7 @@ def records_entry(inp, compare: bool = False) -> Outcome:
         if first.kind != "ok" or not compare:
             return first
         from validation.harness import validate
-        return classify(lambda: validate(compare=path, out_dir=Path(tmp) / "out", log=lambda *a, **k: None),
+        return classify(lambda: validate(compare=path, out_dir=Path(tmp) / "out", log=lambda *_args, **_kwargs: None),
                         timeout_s=60.0)
 
 
