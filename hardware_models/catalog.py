@@ -9,9 +9,9 @@ Nested mappings (`peak`, `efficiency`, `power`) merge key by key with the base.
 from __future__ import annotations
 
 import copy
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import yaml
 
@@ -29,7 +29,7 @@ SECTIONS: dict[str, tuple[str, type[Spec]]] = {
 S = TypeVar("S", bound=Spec)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _raw_section(section: str) -> dict[str, dict[str, Any]]:
     filename, _ = SECTIONS[section]
     with open(CATALOG_DIR / filename) as f:
@@ -97,8 +97,12 @@ def raw_spec(section: str, value: Any) -> dict[str, Any]:
     raise ValueError(f"expected a catalog name, a .yaml path or a mapping, got {value!r}")
 
 
-def resolve(section: str, value: Any, model: type[S] | None = None) -> S:
-    """A validated spec from a name, a path or an inline mapping."""
+@overload
+def resolve(section: str, value: Any, model: type[S]) -> S: ...
+@overload
+def resolve(section: str, value: Any, model: None = None) -> Spec: ...
+def resolve(section: str, value: Any, model: type[Spec] | None = None) -> Spec:
+    """A validated spec from a name, a path or an inline mapping (of `model`, default: the section's)."""
     spec_model = model or SECTIONS[section][1]
     if isinstance(value, spec_model):
         return value

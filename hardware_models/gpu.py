@@ -78,7 +78,7 @@ class DeviceSpec(Spec):
     source: str = ""
 
     @model_validator(mode="after")
-    def _check_power_cap(self) -> "DeviceSpec":
+    def _check_power_cap(self) -> DeviceSpec:
         if self.power_cap is not None:
             if self.power.max <= 0:
                 raise ValueError("power_cap needs the device's power.max (its TDP)")

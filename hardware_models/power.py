@@ -14,7 +14,7 @@ constant and P_dyn ~ f. A cap below the nominal maximum (TDP) therefore lowers t
 and the compute peaks scale with f (same SMs, fewer cycles); memory bandwidth does not change
 (HBM keeps its own clock). `capped_clock_fraction` implements this; `DeviceSpec.power_cap` applies it.
 
-Check, not a fit (REFERENCE.md): the H100 at 700 W does 989 TFLOP/s BF16 and the 500 W H100 of
+Check, not a fit (docs/references.md#power-and-price): the H100 at 700 W does 989 TFLOP/s BF16 and the 500 W H100 of
 arXiv 2411.01783 is quoted at 800 TFLOP/s. With the catalog idle power (88 W = 12.5% of TDP) as
 P_static and exponent 3 the model predicts 989 * ((500-88)/(700-88))^(1/3) = 867 TFLOP/s: +8.4%.
 (The 500 W part is also a different SKU - HBM2e, 96 GB - so the pair is only indicative. Matching it
@@ -111,7 +111,7 @@ class SitePower(Spec):
     @field_validator("switch", mode="before")
     @classmethod
     def _switch(cls, v: Any) -> Any:
-        from hardware_models import catalog       # lazy: catalog imports gpu.py, which imports this module
+        from hardware_models import catalog  # lazy: catalog imports gpu.py, which imports this module
         return v if isinstance(v, LinkSpec) else catalog.raw_spec("link", v)
 
     @field_validator("pool_cores")

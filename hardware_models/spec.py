@@ -1,19 +1,20 @@
-"""Base class of every hardware spec: frozen, strict pydantic models.
+"""Base class of every hardware spec: frozen, strict pydantic models (hardware_models.strict).
 
 Specs are written in catalog YAML files and inline in scenarios with human units; the models parse
-them into SI floats (see units.py). `extra="forbid"` turns a misspelt key into an error, frozen
-makes a spec safe to share between simulations. Field names are the YAML names of DESIGN.md
+them into SI floats (see units.py). Strictness turns a misspelt key into an error, frozenness
+makes a spec safe to share between simulations. Field names are the YAML names
 (`memory`, `bandwidth`, `latency`), each documented with its unit.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Watts
 
 
-class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Spec(StrictModel):
+    """A hardware spec (device, memory tier, link, topology, power): a strict model of the catalog."""
 
 
 class PowerSpec(Spec):

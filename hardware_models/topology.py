@@ -12,7 +12,7 @@ first switch of the scale-out network. Builders (`kind`):
   capacity by default (`aggregate_spines`): every leaf reaches every spine over equal links, so the
   even split loads the k parallel links identically and one link of k x capacity carries exactly
   the same flows at the same rates (tested against explicit spines).
-- `clos3`: three layers as in the Llama 3 cluster (REFERENCE.md): `gpus_per_tor` devices per ToR,
+- `clos3`: three layers as in the Llama 3 cluster (docs/references.md#clusters): `gpus_per_tor` devices per ToR,
   `gpus_per_pod` per pod at full bisection, pods joined with `oversubscription` (default 7). Each
   layer of parallel spines is aggregated into one node per pod/core: with even ECMP splitting, k
   equal parallel links carry exactly what one link of k times the capacity carries.
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import networkx as nx
 import numpy as np
@@ -51,6 +51,9 @@ from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
 from hardware_models.spec import Spec
 from hardware_models.units import Seconds, parse_quantity
+
+if TYPE_CHECKING:
+    from hardware_models.routing import BatchRouter
 
 TopologyKind = Literal["single-switch", "fat-tree", "rail-optimized", "clos3", "ring", "torus", "graph"]
 
@@ -76,7 +79,7 @@ class TopologySpec(Spec):
         return self.ecmp == "even" if self.aggregate_spines is None else self.aggregate_spines
 
     @model_validator(mode="after")
-    def _check_kind_fields(self) -> "TopologySpec":
+    def _check_kind_fields(self) -> TopologySpec:
         if self.aggregate_spines and self.ecmp == "hash":
             raise ValueError("aggregate_spines is exact only with ecmp: even")
         if self.kind == "torus" and not self.dims:
@@ -119,7 +122,7 @@ class Topology:
     _parent: dict[str, str] = field(default_factory=dict)      # tier/media node -> node it hangs off
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
-    _router: object = None
+    _router: BatchRouter | None = None
     _hops: dict = field(default_factory=dict)       # switch graph as CSR and hop distances per switch (lazy)
 
     @property
@@ -193,6 +196,7 @@ class Topology:
         from every other switch, so its row is that one's plus one: no search of its own."""
         hops = self._hops
         if "adjacency" not in hops:
+            assert self._switch_graph is not None, "switch hop distances of a topology without switches"
             order = list(self._switch_graph.nodes)
             hops.update(adjacency=nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr"),
                         index={n: i for i, n in enumerate(order)}, order=order, rows={})
@@ -236,6 +240,7 @@ class Topology:
     def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
         key = (a, b)
         if key not in self._switch_paths:
+            paths: list[tuple[int, ...]] | None
             if a == b:
                 paths = [()]
             else:
@@ -462,6 +467,7 @@ def _ring_or_torus(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
 
 
 def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
+    assert spec.file is not None, "TopologySpec requires file for kind graph"
     path = Path(spec.file)
     if not path.is_file():
         raise ValueError(f"topology file {spec.file!r} not found")

@@ -18,7 +18,7 @@ import pint
 from pydantic import BeforeValidator
 
 # One registry for the process. It is read-only after construction (constant data, not state).
-_UREG = pint.UnitRegistry()
+_UREG: pint.UnitRegistry = pint.UnitRegistry()
 _UREG.define("flop = [computation] = FLOP = flops = FLOPS")
 
 # dimension name -> (pint target unit, example shown in error messages)
@@ -39,7 +39,7 @@ def _parse_text(text: str, dimension: str) -> float:
     except ValueError:
         pass
     try:
-        quantity = _UREG.Quantity(text.strip())
+        quantity: pint.Quantity = _UREG.Quantity(text.strip())
         if quantity.unitless:
             raise ValueError("no unit")
         return float(quantity.to(unit).magnitude)

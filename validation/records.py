@@ -8,7 +8,7 @@ the measured seconds. Its `family` says how the harness uses it:
 
 - `primitive`: a small kernel or message; calibration fits the hardware model to these only;
 - `composition`: a composed workload the simulator predicts from the calibrated model (validation);
-- `published`: a figure from a paper (shared/REFERENCE.md); `used_for_calibration: true` marks one
+- `published`: a figure from a paper (docs/references.md#validation-references); `used_for_calibration: true` marks one
   that some model was fitted to, so it is shown but never counted in the error figures.
 
 A `RecordSet` (meta + records) is stored as JSON or YAML, so runs made on another machine (a GPU
@@ -19,28 +19,24 @@ from __future__ import annotations
 
 import json
 import platform
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import ConfigDict, Field, ValidationError, create_model
 
 from hardware_models.gpu import Dtype
-
+from hardware_models.strict import StrictModel
 from sim.errors import ScenarioError
 
 Family = Literal["primitive", "composition", "published"]
-WORKLOADS = ("gemm", "sdpa", "copy", "embedding_bag", "send_recv", "all_reduce", "all_to_all",
-             "transformer_prefill", "ring_attention", "dataloader", "embedding_step", "cp_ttft")
 Workload = Literal["gemm", "sdpa", "copy", "embedding_bag", "send_recv", "all_reduce", "all_to_all",
                    "transformer_prefill", "ring_attention", "dataloader", "embedding_step", "cp_ttft"]
 
 
-class Record(BaseModel):
+class Record(StrictModel):
     """One measured case (see module docstring)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     name: str = Field(min_length=1, description="unique case id, e.g. gemm/fp32/512x512x512")
     family: Family
     workload: Workload
@@ -85,18 +81,18 @@ _PARAM_FIELDS: dict[str, dict] = {          # what the calibration and the predi
                 "gpus_per_node": (PosInt, ...), "gpu": (str, ...), "gpu_calibrated": (str | None, None),
                 "scale_up": (str, ...), "nic": (str, ...), "dtype": (Dtype, ...), "ffn_dtype": (Dtype, ...)},
 }
+# free-form parameters: a record may carry keys the predictors do not read, so extra="allow" (not StrictModel)
 PARAMS = {w: create_model(f"{w}_params", __config__=ConfigDict(extra="allow"), **f) for w, f in _PARAM_FIELDS.items()}
 
 
-class RecordSet(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class RecordSet(StrictModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     records: list[Record]
 
 
 def machine_meta(mode: str, torch_version: str | None) -> dict[str, Any]:
     return {"host": platform.node(), "machine": platform.machine(), "python": platform.python_version(),
-            "torch": torch_version, "mode": mode, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            "torch": torch_version, "mode": mode, "created": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
 def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] | None = None) -> Path:
@@ -104,7 +100,7 @@ def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] |
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = RecordSet(meta=meta or {}, records=records).model_dump(mode="json")
-    from sim.report.output import write_text            # atomic: temp file + rename (lazy: sim.report.output draws plots)
+    from sim.report.output import write_text  # atomic: temp file + rename (lazy: sim.report.output draws plots)
     write_text(p, yaml.safe_dump(data, sort_keys=False) if p.suffix in (".yaml", ".yml") else json.dumps(data, indent=1))
     return p
 

@@ -17,13 +17,13 @@ is a result, not an input. (Only work that runs as kernels on `Device.run` sees 
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from hardware_models.strict import StrictModel
 from sim.errors import ScenarioError
 
 
-class Straggler(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Straggler(StrictModel):
     gpu: int | None = Field(None, ge=0, description="global rank of the slow GPU")
     link: str | None = Field(None, description="a directed link 'src->dst' (as in the links table)")
     compute_slowdown: float = Field(1.0, ge=1.0, description="kernel time multiplier on this GPU (>= 1)")
@@ -31,7 +31,7 @@ class Straggler(BaseModel):
                                     description="fraction of capacity left: the GPU's NIC (both directions) or the link")
 
     @model_validator(mode="after")
-    def _one_target(self) -> "Straggler":
+    def _one_target(self) -> Straggler:
         if (self.gpu is None) == (self.link is None):
             raise ValueError("a straggler names either gpu (a rank) or link ('src->dst')")
         if self.link is not None and self.compute_slowdown != 1.0:

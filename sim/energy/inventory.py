@@ -39,7 +39,7 @@ def dynamic_w(power: PowerSpec) -> float:
 
 
 @dataclass
-class Group:
+class InventoryGroup:
     name: str
     kind: str                       # gpu_host | pool_host | switch
     rack: str
@@ -61,7 +61,7 @@ class Inventory:
         self.pool_of: dict[str, str] = {n: name for name, nodes in topo.pools.items() for n in nodes}
         self.device_index = {node: i for i, node in enumerate(topo.devices)}
         self.ddr_tier = hardware.tier("ddr")
-        self.groups: list[Group] = []
+        self.groups: list[InventoryGroup] = []
         self.group_index: dict[str, int] = {}
         self.switch_boxes: dict[str, int] = {}
         self.pool_gpus: set[str] = set()
@@ -92,8 +92,8 @@ class Inventory:
         return self.site.cores_of_pool(self.pool_of[node])
 
     # ---- building ---------------------------------------------------------------------------------
-    def _new_group(self, name: str, kind: str, rack: str, pool: str | None = None) -> Group:
-        g = Group(name, kind, rack, pool)
+    def _new_group(self, name: str, kind: str, rack: str, pool: str | None = None) -> InventoryGroup:
+        g = InventoryGroup(name, kind, rack, pool)
         self.group_index[name] = len(self.groups)
         self.groups.append(g)
         return g

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from hardware_models.strict import StrictModel
 from sim.models.training_shapes import (
     AttentionOp,
     CommOp,
@@ -38,9 +39,8 @@ from sim.models.training_shapes import (
 from sim.models.transformer import Gemm, tp_problem
 
 
-class DiTSpec(BaseModel):
+class DiTSpec(StrictModel):
     """A video diffusion transformer (pre-norm blocks: self-attention, cross-attention, FFN)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
     family: Literal["dit"] = "dit"
     name: str = "custom-dit"
     layers: int = Field(ge=1)

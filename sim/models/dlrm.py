@@ -27,24 +27,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from hardware_models.gpu import DTYPE_BYTES
+from hardware_models.strict import StrictModel
 
 EmbeddingDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8"]
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Spread(_Config):
+class Spread(StrictModel):
     """A range for generated tables: log-uniform (rows, pooling) or uniform (zipf_alpha)."""
     min: float = Field(gt=0)
     max: float = Field(gt=0)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Spread":
+    def _ordered(self) -> Spread:
         if self.max < self.min:
             raise ValueError(f"max {self.max} is below min {self.min}")
         return self
@@ -53,7 +50,7 @@ class Spread(_Config):
 GenValue = float | list[float] | Spread
 
 
-class TableConfig(_Config):
+class TableConfig(StrictModel):
     name: str = Field(min_length=1)
     rows: int = Field(ge=1, description="hash size (rows of the table)")
     dim: int = Field(ge=1, description="embedding dimension")
@@ -62,7 +59,7 @@ class TableConfig(_Config):
     dtype: EmbeddingDtype = "fp16"
 
 
-class TableGenerator(_Config):
+class TableGenerator(StrictModel):
     count: int = Field(ge=1)
     rows: GenValue
     dim: int | list[int] = 128
@@ -130,7 +127,7 @@ def expand_tables(tables: list[TableConfig], generators: list[TableGenerator],
 # ------------------------------------------------------------------------------------------------
 # dense architecture
 
-class FlopInteraction(_Config):
+class FlopInteraction(StrictModel):
     flop_per_sample: float = Field(gt=0, description="forward FLOPs of the interaction per sample")
     output_width: int | None = Field(None, ge=1, description="width fed to the top MLP (default: F x dim)")
 
@@ -146,7 +143,7 @@ _INTERACTION_DEFAULTS = {"dot": (1, 0), "dcn": (3, 512), "wukong": (8, 32), "dhe
 Gemm = tuple[str, float, float, float, float]      # (name, m, n, k, batch)
 
 
-class DenseConfig(_Config):
+class DenseConfig(StrictModel):
     bottom_mlp: list[int] = Field(default_factory=lambda: [13, 512, 256, 128], min_length=2,
                                   description="[input features, hidden..., output] (DLRM convention)")
     top_mlp: list[int] = Field(default_factory=lambda: [1024, 1024, 512, 256, 1], min_length=1,
@@ -181,13 +178,13 @@ class DenseConfig(_Config):
             return gemms, w, layers * 2.0 * w * rank
         if self.interaction == "wukong":
             gemms, params = [], 0.0
-            for i in range(layers):
+            for _ in range(layers):
                 gemms += [("wukong.fm_compress", d, rank, f, batch), ("wukong.fm", f, rank, d, batch),
                           ("wukong.fm_mlp", batch, f * d, f * rank, 1), ("wukong.lcb", d, f, f, batch)]
                 params += f * rank + f * rank * f * d + f * f
             return gemms, f * d, params
         gemms, params = [], 0.0            # dhen
-        for i in range(layers):
+        for _ in range(layers):
             gemms += [("dhen.dot", f, f, d, batch), ("dhen.cross_u", batch, rank, f * d, 1),
                       ("dhen.cross_v", batch, f * d, rank, 1), ("dhen.qkv", batch * f, 3 * d, d, 1),
                       ("dhen.scores", f, f, d, batch), ("dhen.context", f, d, f, batch),
@@ -234,5 +231,3 @@ def backward_gemms(gemms: list[Gemm]) -> list[Gemm]:
     return out
 
 
-def gemm_flop(gemms: list[Gemm]) -> float:
-    return float(sum(2.0 * m * n * k * b for _, m, n, k, b in gemms))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
+from sim.models.kernel import Kernel
 from sim.models.transformer import (
     Gemm,
     TensorShard,
@@ -88,17 +89,6 @@ class CommOp:
 
 
 Op = Gemm | AttentionOp | ElementwiseOp | CommOp
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """A timed kernel on one GPU: `flop` are model FLOPs, `executed_flop` what the GPU runs."""
-    name: str
-    duration_s: float
-    flop: float = 0.0
-    nbytes: float = 0.0
-    category: str = "dense"         # dense | attention | elementwise
-    executed_flop: float = 0.0
 
 
 # ---- backward and recomputation ---------------------------------------------------------------

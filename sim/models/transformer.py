@@ -5,7 +5,7 @@ Concepts
 - `TransformerSpec`: the architecture (layers, hidden D, FFN width F, query heads NH, KV heads NKV,
   vocabulary, MLP kind). `head_dim` defaults to D / NH. `mlp: swiglu` has three FFN matrices
   (gate, up, down), `relu2` (squared ReLU, Nemotron-4) two.
-- Presets (`PRESETS`, `resolve_model`) from shared/REFERENCE.md; vocabularies from the model papers.
+- Presets (`PRESETS`, `resolve_model`) from the model papers (docs/references.md#models).
 - `TensorShard`: what one of `tp` GPUs holds of a layer, Megatron-style: the Q heads are split, the KV
   heads split too or, when tp > NKV, replicated so that every GPU keeps one; QKV and FFN-up are
   column-parallel, the output projection and FFN-down row-parallel (one all-reduce after each).
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from hardware_models.gpu import DTYPE_BYTES
+from hardware_models.strict import StrictModel
 
 
-class TransformerSpec(BaseModel):
+class TransformerSpec(StrictModel):
     """A decoder-only transformer (pre-norm, RoPE, grouped-query attention)."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = "custom"
     layers: int = Field(ge=1)
     hidden: int = Field(ge=1, description="model dimension D")
@@ -94,7 +94,7 @@ def causal_keys_seen(new_tokens: float, cached_tokens: float = 0.0) -> float:
     return new_tokens * cached_tokens + new_tokens * (new_tokens + 1) / 2
 
 
-_LLAMA3 = "arXiv 2407.21783 (The Llama 3 Herd of Models) Table 3; shared/REFERENCE.md; vocab 128,256 (tokenizer)"
+_LLAMA3 = "arXiv 2407.21783 (The Llama 3 Herd of Models) Table 3; vocab 128,256 (tokenizer); docs/references.md#models"
 PRESETS: Mapping[str, TransformerSpec] = MappingProxyType({
     "llama3-8b": TransformerSpec(name="llama3-8b", layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8,
                                  vocab=128256, source=_LLAMA3),
@@ -105,7 +105,7 @@ PRESETS: Mapping[str, TransformerSpec] = MappingProxyType({
     "nemotron4-340b": TransformerSpec(name="nemotron4-340b", layers=96, hidden=18432, ffn=73728, heads=96,
                                       kv_heads=8, vocab=256000, mlp="relu2",
                                       source="arXiv 2406.11704 (Nemotron-4 340B) Table 1: squared-ReLU MLP, "
-                                             "vocab 256,000; shared/REFERENCE.md"),
+                                             "vocab 256,000; docs/references.md#models"),
 })
 
 

@@ -25,16 +25,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import Field, ValidationError, create_model, field_validator
 
+from hardware_models.strict import StrictModel
 from sim.cluster.cluster import Cluster
 from sim.errors import ScenarioError
 from sim.workloads import WORKLOADS, kind_of
 
 
-class HostRequest(BaseModel):
+class HostRequest(StrictModel):
     """A number of hosts, placed by the scheduler."""
-    model_config = ConfigDict(extra="forbid", frozen=True)
     count: int = Field(ge=1)
     placement: Literal["packed", "spread"] = "packed"
 

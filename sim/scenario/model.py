@@ -1,8 +1,9 @@
-"""Scenario files: the pydantic models of DESIGN.md's contract, loading, `--set` overrides, errors.
+"""Scenario files: the pydantic models of the scenario contract (README.md, "Contracts"), loading, `--set`
+overrides, errors.
 
 A scenario is inert, validated data: `Scenario.hardware` (catalog names, paths or inline specs,
 resolved into frozen hardware specs at load time) and `Scenario.workload` (a discriminated union
-on `kind`; each workload module contributes one config class, see sim/workloads/__init__.py).
+on `kind`; each registered workload kind contributes its `config_class`, see sim/workloads/__init__.py).
 
 `load_scenario(path, overrides)` reads YAML with the safe loader, applies `key.path=value`
 overrides (values parsed as YAML, list indices allowed), validates, runs each workload's
@@ -15,23 +16,27 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from hardware_models import catalog
 from hardware_models.gpu import DeviceSpec
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
 from hardware_models.power import SitePower
+from hardware_models.strict import StrictModel
 from hardware_models.topology import TopologySpec, check_shape
+from sim.cluster.stragglers import Straggler, check_stragglers
 from sim.errors import ScenarioError
 from sim.scenario.jobs import JobConfig, check_jobs
-from sim.cluster.stragglers import Straggler, check_stragglers
 from sim.workloads import WorkloadConfig
-
-
-class Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _resolve_paths(section: str, value: Any, info: ValidationInfo) -> Any:
@@ -48,7 +53,7 @@ def _resolve_paths(section: str, value: Any, info: ValidationInfo) -> Any:
     return catalog.raw_spec(section, value)
 
 
-class HardwareConfig(Config):
+class HardwareConfig(StrictModel):
     gpu: DeviceSpec = Field(default_factory=lambda: catalog.device("h100-sxm"))
     # upper bounds: load-time checks stay cheap; far below them sim/scenario/estimate.py refuses what would not fit
     gpus_per_node: int = Field(8, ge=1, le=4096)
@@ -95,7 +100,7 @@ class HardwareConfig(Config):
         return v
 
     @model_validator(mode="after")
-    def _topology_shape(self) -> "HardwareConfig":
+    def _topology_shape(self) -> HardwareConfig:
         try:
             check_shape(self.topology, self.nodes, self.gpus_per_node)
         except ValueError as exc:
@@ -103,7 +108,7 @@ class HardwareConfig(Config):
         return self
 
     @model_validator(mode="after")
-    def _stragglers_exist(self) -> "HardwareConfig":
+    def _stragglers_exist(self) -> HardwareConfig:
         check_stragglers(self.stragglers, self.num_gpus)
         return self
 
@@ -119,7 +124,7 @@ class HardwareConfig(Config):
         return None
 
 
-class Scenario(Config):
+class Scenario(StrictModel):
     name: str = Field(min_length=1)
     description: str = ""
     seed: int = 0
@@ -137,7 +142,7 @@ class Scenario(Config):
         return "multi" if self.workload is None else self.workload.kind
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "Scenario":
+    def _cross_checks(self) -> Scenario:
         if (self.workload is None) == (self.workloads is None):
             raise ScenarioError("give either workload (one job) or workloads (a list of jobs sharing the cluster)",
                                 path="workload" if self.workload is None else "workloads")

@@ -24,14 +24,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
+from hardware_models.strict import StrictModel
 from sim.engine.cost import Estimate
 
 
-class WorkloadBase(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+class WorkloadBase(StrictModel):
     def check(self, hardware) -> None:          # noqa: D401 - hook
         """Cross-checks against the hardware; raise ScenarioError(path=..., value=...) on failure."""
 

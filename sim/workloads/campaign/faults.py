@@ -33,16 +33,13 @@ from typing import Literal
 
 import numpy as np
 import simpy
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, Seconds
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class FailureCause(_Strict):
+class FailureCause(StrictModel):
     cause: str = Field(min_length=1, description="label, e.g. 'faulty GPU'")
     count: float | None = Field(None, ge=0, description="failures observed over `period`")
     period: Seconds | None = Field(None, gt=0, description="observation period of `count`")
@@ -75,7 +72,7 @@ class FailureCause(_Strict):
         return 0.0
 
 
-class Checkpoint(_Strict):
+class Checkpoint(StrictModel):
     interval: Seconds | Literal["young-daly"] = Field(
         "young-daly", description="training time between checkpoints (rounded up to whole iterations), "
                                   "or young-daly: sqrt(2 x checkpoint cost x job MTBF)")
@@ -99,7 +96,7 @@ class Checkpoint(_Strict):
         return self.bytes if self.bytes is not None else self.bytes_per_gpu * gpus
 
 
-class Restart(_Strict):
+class Restart(StrictModel):
     detection: Seconds = Field(ge=0, description="failure -> the job is known to be down (timeouts, health checks)")
     restart: Seconds = Field(ge=0, description="reschedule, relaunch, rendezvous and NCCL init "
                                                 "(the checkpoint read is simulated on top)")

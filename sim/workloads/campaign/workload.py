@@ -33,10 +33,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from scipy import stats
 
 from hardware_models.nic import LinkSpec
+from hardware_models.strict import StrictModel
 from hardware_models.topology import HostPool
 from hardware_models.units import BytesPerS, Seconds
 from sim.errors import ScenarioError
@@ -51,8 +52,7 @@ TRAINING_KEYS = ("iteration_s", "tokens_per_s", "tflop_per_s_per_gpu", "mfu", "b
                  "exposed_comm_fraction", "peak_memory_per_gpu_bytes")
 
 
-class Storage(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class CheckpointStorage(StrictModel):
     bandwidth: BytesPerS = Field(gt=0, description="aggregate checkpoint storage bandwidth, each direction")
     servers: int = Field(64, ge=1, description="storage endpoints sharing it (assumption: spreads the load)")
     latency: Seconds = Field(1e-4, ge=0, description="per request (assumption: 100 us, networked flash)")
@@ -66,7 +66,7 @@ class Config(WorkloadBase):
     horizon: Seconds = Field(gt=0, description="wall-clock span simulated, e.g. '54 d'")
     replicas: int = Field(8, ge=1, le=4096, description="independent failure histories (the spread over seeds)")
     checkpoint: Checkpoint
-    storage: Storage
+    storage: CheckpointStorage
     restart: Restart
     faults: list[FailureCause] = Field(default_factory=list)
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes
 from sim.network.collectives import bus_factor, collective
 from sim.errors import ScenarioError
 from sim.workloads.base import WorkloadBase
 
 
-class BackgroundFlow(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class BackgroundFlow(StrictModel):
     src: int = Field(ge=0, description="source rank")
     dst: int = Field(ge=0, description="destination rank")
     bytes: Bytes = Field(gt=0)

@@ -12,7 +12,7 @@ step's attention on the `compute` stream at the same time; step s+1 starts when 
 done and the block from the previous rank has arrived. pass-Q ends with an All2All of the partial
 outputs (one grouped send of N-1 flows per GPU), then the merge.
 
-Fidelity modes (`Layout.representative`, `layers_simulated`):
+Fidelity modes (`CpInferenceLayout.representative`, `layers_simulated`):
 - all ranks: every GPU and every flow of the cluster is simulated.
 - representative: only CP rank 0's TP group runs; its ring sends and All2All flows go out on the
   real network, and by symmetry what it receives at a step arrives when what it sent arrives. Exact
@@ -41,9 +41,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from sim.engine.replay import delay_to
+from sim.models.kernel import Kernel
 from sim.network.collectives import choose, run_schedule
-from sim.workloads.cp_inference.plan import Kernel, LayerPlan
+from sim.workloads.cp_inference.plan import LayerPlan
 from sim.workloads.cp_inference.replay import LayerRecording
+from sim.workloads.parallel_layout import ParallelLayout
 
 
 def _busy_intervals(spans: list[tuple[str, float, float, float]]) -> list[tuple[str, float, float]]:
@@ -57,20 +59,14 @@ def _busy_intervals(spans: list[tuple[str, float, float, float]]) -> list[tuple[
     return [tuple(x) for x in out]
 
 
-class Layout:
-    """Which device plays CP rank c / TP index j, and which CP ranks are simulated."""
+class CpInferenceLayout(ParallelLayout):
+    """The tp x cp rank grid (`device(j, c)`: TP index j of CP rank c), and which CP ranks are simulated."""
 
     def __init__(self, cluster, tp: int, cp: int, representative: bool) -> None:
-        self.cluster, self.tp, self.cp = cluster, tp, cp
+        super().__init__(cluster, tp, cp)
         self.representative = representative and cp > 1
-        self._mirrors = {self.gpu(0, j).node: [self.gpu(c, j) for c in range(1, cp)] for j in range(tp)} \
+        self._mirrors = {self.device(j, 0).node: [self.device(j, c) for c in range(1, cp)] for j in range(tp)} \
             if self.representative else {}
-
-    def gpu(self, c: int, j: int):
-        return self.cluster.devices[c * self.tp + j]
-
-    def group(self, c: int) -> list:
-        return [self.gpu(c, j) for j in range(self.tp)]
 
     @property
     def simulated_ranks(self) -> range:
@@ -84,7 +80,7 @@ class Layout:
 class PhaseRun:
     """One phase on the cluster; `run()` is a SimPy generator returning the breakdown dict."""
 
-    def __init__(self, sim, network, layout: Layout, plan: LayerPlan, layers_simulated: int | None = None,
+    def __init__(self, sim, network, layout: CpInferenceLayout, plan: LayerPlan, layers_simulated: int | None = None,
                  allreduce_algorithm: str = "auto", exact_replay: bool = False) -> None:
         self.sim, self.network, self.layout, self.plan = sim, network, layout, plan
         self.exact_replay = exact_replay and len(layout.simulated_ranks) == 1
@@ -107,7 +103,7 @@ class PhaseRun:
         return dict(self.breakdown)
 
     def _rank(self, c: int):
-        plan, devices = self.plan, self.layout.group(c)
+        plan, devices = self.plan, self.layout.tp_group(c)
         acc = self.breakdown if c == 0 else None
         if self.exact_replay:
             yield from self._layers_recorded(c, devices, acc)
@@ -270,7 +266,7 @@ class PhaseRun:
 
     # ---- context parallelism --------------------------------------------------------------------
     def _ring(self, c: int, j: int, layer: int):
-        plan, device = self.plan, self.layout.gpu(c, j)
+        plan, device = self.plan, self.layout.device(j, c)
         watch = c == 0 and j == 0
         acc = self.breakdown if watch else None
         for s in range(plan.cp):
@@ -289,7 +285,7 @@ class PhaseRun:
 
     def _send(self, c: int, j: int, layer: int, s: int):
         nxt = (c + 1) % self.plan.cp
-        device, peer = self.layout.gpu(c, j), self.layout.gpu(nxt, j)
+        device, peer = self.layout.device(j, c), self.layout.device(j, nxt)
         start = self.sim.now
         name = f"L{layer} {self.plan.ring} send {s}"
         yield from self._comm(device, [(device.node, peer.node, self.plan.ring_send_bytes)], name)
@@ -300,9 +296,9 @@ class PhaseRun:
 
     def _exchange(self, c: int, j: int, layer: int):
         """pass-Q All2All: return the partial outputs of the other ranks' queries to their owners."""
-        device, cp = self.layout.gpu(c, j), self.plan.cp
+        device, cp = self.layout.device(j, c), self.plan.cp
         peers = [d for d in range(cp) if d != c]
-        flows = [(device.node, self.layout.gpu(d, j).node, self.plan.exchange_bytes) for d in peers]
+        flows = [(device.node, self.layout.device(j, d).node, self.plan.exchange_bytes) for d in peers]
         yield from self._comm(device, flows, f"L{layer} all2all partial outputs")
         if self.layout.representative:
             return                               # by symmetry, the blocks sent to us arrive now too
@@ -319,7 +315,7 @@ class PhaseRun:
         return self.sim.process(self._allreduce_proc(c, layer))
 
     def _allreduce_proc(self, c: int, layer: int):
-        devices = self.layout.group(c)
+        devices = self.layout.tp_group(c)
         if c not in self._allreduce_steps:
             _, self._allreduce_steps[c] = choose(self.network, "all_reduce", self.allreduce_algorithm,
                                                  [d.node for d in devices], self.plan.allreduce_bytes)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
+from sim.models.kernel import Kernel
 from sim.models.transformer import (
     TensorShard,
     TransformerSpec,
@@ -40,15 +41,6 @@ from sim.workloads.cp_inference.ring_attention import (
     ring_messages,
     step_keys_seen,
 )
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    duration_s: float
-    flop: float = 0.0
-    nbytes: float = 0.0
-    category: str = "dense"          # dense | attention | merge
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from hardware_models.gpu import DTYPE_BYTES, Dtype
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, Seconds
 from sim.errors import ScenarioError
 from sim.models.transformer import (
@@ -48,7 +49,7 @@ from sim.models.transformer import (
     tp_problem,
 )
 from sim.workloads.base import WorkloadBase
-from sim.workloads.cp_inference.layers import Layout, PhaseRun
+from sim.workloads.cp_inference.layers import CpInferenceLayout, PhaseRun
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 from sim.workloads.cp_inference.ring_attention import (
     choose_ring,
@@ -61,23 +62,19 @@ from sim.workloads.cp_inference.ring_attention import (
 SYMMETRIC_TOPOLOGIES = ("single-switch", "rail-optimized")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Parallelism(_Strict):
+class CpInferenceParallelism(StrictModel):
     tp: int | None = Field(None, ge=1, description="tensor parallel degree (default: gpus_per_node)")
     cp: int | None = Field(None, ge=1, description="context parallel degree (default: GPUs / tp)")
 
 
-class Request(_Strict):
+class Request(StrictModel):
     prompt_tokens: int = Field(ge=1, description="new tokens to prefill (T)")
     cached_tokens: int = Field(0, ge=0, description="tokens already in the persistent KV cache (P)")
     decode_tokens: int = Field(0, ge=0)
     arrival_s: Seconds | None = Field(None, ge=0, description="default: 0")
 
 
-class Arrivals(_Strict):
+class Arrivals(StrictModel):
     rate_per_s: float = Field(gt=0)
     count: int = Field(ge=1)
     prompt_tokens: int = Field(ge=1)
@@ -85,13 +82,13 @@ class Arrivals(_Strict):
     decode_tokens: int = Field(0, ge=0)
 
 
-class Background(_Strict):
+class Background(StrictModel):
     src: int = Field(ge=0, description="source rank")
     dst: int = Field(ge=0, description="destination rank")
     bytes: Bytes = Field(gt=0)
 
 
-class Fidelity(_Strict):
+class CpInferenceFidelity(StrictModel):
     ranks: Literal["auto", "all", "representative"] = "auto"
     layers: Literal["all"] | int = Field("all", description="layers simulated per phase (the rest replayed)")
 
@@ -109,13 +106,13 @@ class Config(WorkloadBase):
     dtype: Dtype = "bf16"
     ffn_dtype: Dtype | None = Field(None, description="FFN GEMM dtype (default: dtype)")
     attention_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
-    parallelism: Parallelism = Parallelism()
+    parallelism: CpInferenceParallelism = CpInferenceParallelism()
     ring: Literal["auto", "pass-kv", "pass-q"] = "auto"
     requests: list[Request] = Field(default_factory=list)
     arrivals: Arrivals | None = None
     allreduce_algorithm: Literal["auto", "ring", "tree", "hierarchical"] = "auto"
     background: list[Background] = Field(default_factory=list)
-    simulate: Fidelity = Fidelity()
+    simulate: CpInferenceFidelity = CpInferenceFidelity()
 
     @field_validator("model", mode="before")
     @classmethod
@@ -229,13 +226,13 @@ def _phase_plan(config: Config, hardware, phase: Phase, ring: str):
     return plan_layer(config.model, hardware.gpu, tp, cp, phase, ring, config.precision)
 
 
-def choose_prefill_ring(config: Config, cluster, layout: Layout, phase: Phase):
+def choose_prefill_ring(config: Config, cluster, layout: CpInferenceLayout, phase: Phase):
     """The ring for a prefill: forced, or Algorithm 1 (+ All2All term) from the model's estimates."""
     cp = layout.cp
     if cp == 1:
         return "none", None
     kv_plan = _phase_plan(config, cluster.hardware, phase, "pass-kv")
-    net, src, dst = cluster.network, layout.gpu(0, 0).node, layout.gpu(1, 0).node
+    net, src, dst = cluster.network, layout.device(0, 0).node, layout.device(0, 1).node
     msgs = kv_plan.messages
     step = kv_plan.attention_step
     choice = choose_ring(
@@ -259,7 +256,7 @@ def _prefill_flop(model: TransformerSpec, req: Request) -> float:
 def simulate(sim, cluster, config: Config):
     hw = cluster.hardware
     tp, cp = config.degrees(hw)
-    layout = Layout(cluster, tp, cp, config.representative(hw))
+    layout = CpInferenceLayout(cluster, tp, cp, config.representative(hw))
     layers = None if config.simulate.layers == "all" else config.simulate.layers
     net = cluster.network
     # layers repeat exactly when nothing else shares the network (cp_replay.py): no background
@@ -297,7 +294,7 @@ def simulate(sim, cluster, config: Config):
     return _metrics(config, hw, rows, ttits, first, layout)
 
 
-def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: dict, layout: Layout) -> dict:
+def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: dict, layout: CpInferenceLayout) -> dict:
     ttfts = [r["ttft_s"] for r in rows]
     gpus = hw.num_gpus
     flop = _prefill_flop(config.model, first["req"])

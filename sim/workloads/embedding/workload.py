@@ -33,8 +33,9 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes
 from sim.network.collectives import collective
 from sim.errors import ScenarioError
@@ -49,10 +50,6 @@ Scheme = Literal["table_wise", "row_wise", "column_wise", "table_row_wise", "dat
 Placement = Literal["hbm", "uvm_cache", "uvm", "cxl", "scm", "ssd"]
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 def _entry_kind(v) -> str:
     if isinstance(v, dict):
         return "generator" if "count" in v else "table"
@@ -63,14 +60,14 @@ TableEntry = Annotated[Union[Annotated[TableConfig, Tag("table")], Annotated[Tab
                        Discriminator(_entry_kind)]
 
 
-class ManualTable(_Config):
+class ManualTable(StrictModel):
     scheme: Scheme = "table_wise"
     ranks: list[int] | None = Field(None, description="table/column-wise: shard ranks; table-row-wise: a rank of the host")
     placement: Placement = "hbm"
     hbm_fraction: float | None = Field(None, ge=0, le=1, description="hottest rows kept in HBM, rest in placement")
 
 
-class ShardingConfig(_Config):
+class ShardingConfig(StrictModel):
     planner: Literal["size_greedy", "recshard", "manual"] = "recshard"
     scheme: Literal["auto", "table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"] = "auto"
     max_shard_fraction: float = Field(0.5, gt=0, description="auto: table-wise up to this share of a GPU's budget")

@@ -26,19 +26,16 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from hardware_models import catalog
 from hardware_models.gpu import DeviceSpec
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, Seconds
 from sim.workloads.base import WorkloadBase
 from sim.workloads.ingestion.media import MediaConfig
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _spec(section: str, value: Any, default_name: str) -> Any:
@@ -51,7 +48,7 @@ def _spec(section: str, value: Any, default_name: str) -> Any:
     return catalog.raw_spec(section, value)
 
 
-class DatasetConfig(_Strict):
+class DatasetConfig(StrictModel):
     samples: int = Field(gt=0, description="samples (rows; videos for media pipelines) in the dataset")
     bytes_per_sample: Bytes = Field(gt=0, description="uncompressed bytes of one sample, all columns")
     columns: int = Field(1, ge=1, description="feature columns (each a column chunk per partition)")
@@ -76,7 +73,7 @@ class DatasetConfig(_Strict):
         return self.tensor_bytes_per_sample or self.bytes_per_sample * self.columns_read
 
 
-class StorageConfig(_Strict):
+class StorageConfig(StrictModel):
     nodes: int = Field(ge=1)
     media: MemoryTierSpec = Field(default_factory=lambda: catalog.tier("hdd"), description="medium per node")
     media_per_node: int = Field(1, ge=1, description="devices per node, striped (bandwidth and IOPS add)")
@@ -107,7 +104,7 @@ class StorageConfig(_Strict):
         return self.media.bandwidth / self.media.max_iops
 
 
-class WorkerConfig(_Strict):
+class WorkerConfig(StrictModel):
     cores: int = Field(32, ge=1)
     memory: Bytes = Field(256 * 2**30, gt=0)
     nic: LinkSpec = Field(default_factory=lambda: catalog.link("eth-25g-tcp"))
@@ -125,7 +122,7 @@ class WorkerConfig(_Strict):
         return _spec("device", v, "worker-gpu")
 
 
-class AutoscaleConfig(_Strict):
+class AutoscaleConfig(StrictModel):
     max_workers: int = Field(32, ge=1, description="pool hosts the controller may start")
     initial_workers: int = Field(1, ge=1)
     interval_s: Seconds = Field(2.0, gt=0, description="control period")
@@ -136,7 +133,7 @@ class AutoscaleConfig(_Strict):
                                           description="scale down only if the rest stay below this core use")
 
 
-class PreprocessingConfig(_Strict):
+class PreprocessingConfig(StrictModel):
     mode: Literal["on_trainer", "disaggregated"] = "disaggregated"
     workers: int | Literal["auto"] | None = Field(None, description="disaggregated: a number or auto")
     worker: WorkerConfig = WorkerConfig()
@@ -159,14 +156,14 @@ class PreprocessingConfig(_Strict):
         return v
 
 
-class TrainersConfig(_Strict):
+class TrainersConfig(StrictModel):
     demand_samples_per_s_per_host: float = Field(gt=0)
     buffer_batches: int = Field(8, ge=1, description="batches a trainer host buffers")
     training_cores: int = Field(16, ge=0, description="on_trainer: host cores the training processes keep "
                                 "(assumption: one feeder per GPU + communication threads)")
 
 
-class DedupConfig(_Strict):
+class DedupConfig(StrictModel):
     factor: float = Field(1.0, ge=1, description="samples per session (values per distinct value)")
     byte_fraction: float = Field(0.5, ge=0, le=1, description="share of sample bytes in session-constant features")
     work_fraction: float = Field(0.5, ge=0, le=1, description="share of preprocessing work on those features")
@@ -174,7 +171,7 @@ class DedupConfig(_Strict):
     index_bytes_per_sample: Bytes = Field(4, ge=0, description="inverse-index bytes per sample (IKJT)")
 
 
-class FaultConfig(_Strict):
+class FaultConfig(StrictModel):
     kind: Literal["worker_crash", "storage_node_down"]
     at_s: Seconds = Field(ge=0)
     count: int = Field(1, ge=1)

@@ -21,23 +21,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, Seconds
 from sim.workloads.ingestion.parts import BatchPlan, SplitPlan, Stage, batch_ranges
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSize(_Strict):
+class ModelSize(StrictModel):
     params: float = Field(gt=0, description="parameters")
     hidden: int = Field(gt=0, description="model width (the GEMM's k)")
     dtype: str = Field("bf16", description="compute dtype (must have a peak on the worker GPU)")
 
 
-class MediaConfig(_Strict):
+class MediaConfig(StrictModel):
     video_s: Seconds = Field(60.0, gt=0, description="seconds per raw video (assumption: short web videos)")
     fps: float = Field(30.0, gt=0)
     clip_s: Seconds = Field(8.0, gt=0, description="mean clip length after shot detection (assumption)")

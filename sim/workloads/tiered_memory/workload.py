@@ -33,8 +33,9 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, BytesPerS, Seconds
 from sim.errors import ScenarioError
 from sim.memory.tiers import PageState, Tuning, advance, placement_policy
@@ -44,11 +45,7 @@ from sim.workloads.base import WorkloadBase
 MAX_PAGES = 2**25          # ~0.5 GB of per-page state and per-epoch counts
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class AccessConfig(_Config):
+class AccessConfig(StrictModel):
     distribution: Literal["zipf", "hot_set"] = "zipf"
     zipf_alpha: float = Field(1.0, ge=0, description="zipf: p_k ~ k^-alpha over the pages")
     hot_fraction: float = Field(0.1, gt=0, lt=1, description="hot_set: share of pages in the hot set")
@@ -66,7 +63,7 @@ class AccessConfig(_Config):
         return v
 
 
-class TuningConfig(_Config):
+class TuningConfig(StrictModel):
     hint_fault_fraction: float = Field(Tuning.hint_fault_fraction, ge=0, le=1,
                                        description="numa_balancing/tpp: share of accesses that take a hint fault")
     promote_rate_limit: BytesPerS = Field(Tuning.rate_limit_bytes_per_s, gt=0,

@@ -1,10 +1,7 @@
 """Where the ranks of a 4D-parallel job sit, and which of them are interchangeable.
 
-Rank order (Megatron's default, TP innermost): rank = t + tp x (c + cp x (s + pp x d)) for TP index
-t, CP index c, pipeline stage s and data-parallel replica d. A *stage group* (s, d) is the tp x cp
-consecutive ranks of one stage of one replica: TP groups are neighbours on the scale-up fabric
-(whole hosts when tp = gpus_per_node), CP groups the next ranks out, pipeline stages next, replicas
-outermost - so DP traffic crosses the most switches, where it hides best.
+Rank order and stage groups: sim/workloads/parallel_layout.py (`ParallelLayout`, TP innermost, replicas
+outermost - so DP traffic crosses the most switches, where it hides best).
 
 Equivalence (`replica_classes`): on the analytical network a transfer's time depends only on its
 path's latency and bottleneck capacity (`flow_signature`), so two replicas whose PP sends and TP/CP
@@ -26,33 +23,7 @@ from collections import defaultdict
 import numpy as np
 
 from sim.network.collectives import Step, choose, schedule
-
-
-class Layout:
-    def __init__(self, cluster, tp: int, cp: int, pp: int, dp: int) -> None:
-        self.cluster, self.tp, self.cp, self.pp, self.dp = cluster, tp, cp, pp, dp
-
-    @property
-    def group_size(self) -> int:
-        return self.tp * self.cp
-
-    def rank(self, t: int, c: int, s: int, d: int) -> int:
-        return t + self.tp * (c + self.cp * (s + self.pp * d))
-
-    def group(self, s: int, d: int) -> list:
-        """The stage group's devices, ordered (c, t); devices[0] drives it."""
-        base = self.rank(0, 0, s, d)
-        return self.cluster.devices[base: base + self.group_size]
-
-    def dp_ring(self, s: int, t: int) -> list:
-        """The ranks holding the same weights (one TP index of one stage): every CP rank of every replica."""
-        devices, first, replica = self.cluster.devices, self.rank(t, 0, s, 0), self.rank(0, 0, 0, 1)
-        return [devices[first + replica * d + self.tp * c] for d in range(self.dp) for c in range(self.cp)]
-
-    def whole_hosts(self) -> bool:
-        """Whether every stage group is made of whole hosts."""
-        gpn = len(self.cluster.hosts[0]) if self.cluster.hosts else 1
-        return self.group_size % gpn == 0
+from sim.workloads.parallel_layout import ParallelLayout
 
 
 class GroupComm:
@@ -125,7 +96,7 @@ def _split(sig: np.ndarray, flows_per_part: int, parts: int) -> list[bytes]:
     return [local[bounds[i]:bounds[i + 1]].tobytes() for i in range(parts)]
 
 
-def replica_classes(layout: Layout, rank_pairs: list[tuple[int, int]], slowdown: list[float]) -> list[list[int]]:
+def replica_classes(layout: ParallelLayout, rank_pairs: list[tuple[int, int]], slowdown: list[float]) -> list[list[int]]:
     """Replicas grouped by identical signatures (first member = representative).
 
     `rank_pairs`: the (src, dst) ranks of every flow replica 0 sends in its PP transfers and its
@@ -148,7 +119,7 @@ def replica_classes(layout: Layout, rank_pairs: list[tuple[int, int]], slowdown:
     return sorted(keys.values())
 
 
-def dp_rings_symmetric(layout: Layout) -> bool:
+def dp_rings_symmetric(layout: ParallelLayout) -> bool:
     """Whether, per stage, every TP index's DP ring sees the same (latency, capacity) on its edges."""
     if layout.dp * layout.cp < 2 or layout.tp == 1:
         return True
@@ -163,7 +134,7 @@ def dp_rings_symmetric(layout: Layout) -> bool:
     return True
 
 
-def mirror_components(layout: Layout, s: int, members: list[int]) -> list[str]:
+def mirror_components(layout: ParallelLayout, s: int, members: list[int]) -> list[str]:
     """Components that mirror the driver of stage group (s, members[0]): its group peers and the
     groups of the other replicas in `members` - a whole host as `h{i}` where the group holds whole
     hosts (one observer call per host), single devices otherwise; the driver's own host as devices."""

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from hardware_models.gpu import DTYPE_BYTES
 from sim.workloads.training.schedule import in_flight_peak, stage_ops
 
-OPTIMIZER_BYTES_PER_PARAM = 12.0      # fp32 master weights + Adam first and second moments
+# Optimizer state *held* per parameter: fp32 master weights + Adam first and second moments, 3 x 4 B
+# (mixed-precision Adam, K = 12 in ZeRO, Rajbhandari et al., arXiv 1910.02054 §3.1).
+OPTIMIZER_STATE_BYTES_PER_PARAM = 12.0
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def stage_memory(config, family, shape, layers_per_vstage: list[int], stage: int
         working += family.last_working_bytes(shape)
     return StageMemory(stage, params, weights=params * weight_bytes,
                        grads=params * DTYPE_BYTES[config.grad_dtype],
-                       optimizer=params * OPTIMIZER_BYTES_PER_PARAM / shards,
+                       optimizer=params * OPTIMIZER_STATE_BYTES_PER_PARAM / shards,
                        activations=held_layers * per_layer, working=working,
                        reserved=float(config.reserved_memory))
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from sim.errors import ScenarioError
 from sim.models.training_shapes import CommOp
 from sim.network.analytical import AnalyticalNetwork
+from sim.workloads.parallel_layout import ParallelLayout
 from sim.workloads.training.accounting import driver_breakdown, weighted_mean
 from sim.workloads.training.layout import (
     GroupComm,
-    Layout,
     dp_rings_symmetric,
     replica_classes,
 )
@@ -29,7 +29,7 @@ from sim.workloads.training.plan import TrainingPlan
 from sim.workloads.training.run import TrainingRun
 
 
-def fidelity(cluster, config, layout: Layout) -> tuple[bool, bool]:
+def fidelity(cluster, config, layout: ParallelLayout) -> tuple[bool, bool]:
     """(representative ranks, replay) for this run."""
     analytical = isinstance(cluster.network, AnalyticalNetwork)
     ranks, replay = config.simulate.ranks, config.simulate.replay
@@ -46,7 +46,7 @@ def fidelity(cluster, config, layout: Layout) -> tuple[bool, bool]:
     return representative, (replay == "on" or (replay == "auto" and exact_replay))
 
 
-def class_pairs(layout: Layout, plan: TrainingPlan, config) -> list[tuple[int, int]]:
+def class_pairs(layout: ParallelLayout, plan: TrainingPlan, config) -> list[tuple[int, int]]:
     """Rank pairs of every flow replica 0 sends outside DP: p2p to the next stage group and its
     TP/CP collectives."""
     rank = {dev.node: r for r, dev in enumerate(layout.cluster.devices)}
@@ -64,7 +64,7 @@ def class_pairs(layout: Layout, plan: TrainingPlan, config) -> list[tuple[int, i
 
 def run_training(sim, cluster, config):
     par = config.parallelism
-    layout = Layout(cluster, par.tp, par.cp, par.pp, par.dp)
+    layout = ParallelLayout(cluster, par.tp, par.cp, par.pp, par.dp)
     plan = TrainingPlan(config, config.family, cluster.devices[0].spec, config.shape())
     representative, replay = fidelity(cluster, config, layout)
     if representative:

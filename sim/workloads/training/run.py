@@ -40,7 +40,8 @@ import numpy as np
 
 from hardware_models.gpu import DTYPE_BYTES
 from sim.engine.replay import SpanTape, StepKey
-from sim.models.training_shapes import CommOp, Kernel
+from sim.models.kernel import Kernel
+from sim.models.training_shapes import CommOp
 from sim.network.collectives import collective, run_schedule
 from sim.workloads.training.accounting import DriverStats
 from sim.workloads.training.layout import (
@@ -51,7 +52,9 @@ from sim.workloads.training.layout import (
     streamed_ring,
 )
 
-OPTIMIZER_BYTES_PER_PARAM = 30.0   # Adam step: read grad, master, m, v (fp32); write master, m, v, 16-bit weight
+# Memory traffic of one Adam step per parameter (a memory-bound kernel): read the fp32 gradient, master
+# weight and both moments (4 x 4 B), write master and moments (3 x 4 B) and the 16-bit weight (2 B) = 30 B.
+ADAM_STEP_TRAFFIC_BYTES_PER_PARAM = 30.0
 
 
 @dataclass
@@ -261,7 +264,7 @@ class TrainingRun:
         return out
 
     def _optimizer(self, g: Group):
-        nbytes = OPTIMIZER_BYTES_PER_PARAM * self.plan.stage_params[g.s] / self.plan.optimizer_shards
+        nbytes = ADAM_STEP_TRAFFIC_BYTES_PER_PARAM * self.plan.stage_params[g.s] / self.plan.optimizer_shards
         duration = g.driver.spec.memory_time_s(nbytes) * g.slowdown
         with g.driver.stream("compute").request() as req:
             yield req

@@ -45,9 +45,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from hardware_models.gpu import DTYPE_BYTES, Dtype
+from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes
 from sim.errors import ScenarioError
 from sim.models.dit import PRESETS as DIT_PRESETS
@@ -60,24 +61,20 @@ from sim.workloads.training.memory import memory_per_stage
 from sim.workloads.training.schedule import split_layers
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Parallelism(_Strict):
+class TrainingParallelism(StrictModel):
     tp: int = Field(1, ge=1, description="tensor parallel")
     cp: int = Field(1, ge=1, description="context parallel")
     pp: int = Field(1, ge=1, description="pipeline parallel (stages)")
     dp: int | None = Field(None, ge=1, description="data parallel (default: GPUs / (tp x cp x pp))")
 
 
-class Video(_Strict):
+class Video(StrictModel):
     frames: int = Field(ge=1)
     height: int = Field(ge=1, description="pixels")
     width: int = Field(ge=1, description="pixels")
 
 
-class Fidelity(_Strict):
+class TrainingFidelity(StrictModel):
     ranks: Literal["auto", "all", "representative"] = Field(
         "auto", description="representative: one replica per equivalence class (analytical network only)")
     replay: Literal["auto", "on", "off"] = Field(
@@ -89,7 +86,7 @@ class Config(WorkloadBase):
     model: TransformerSpec | DiTSpec
     dtype: Literal["bf16", "fp16"] = "bf16"
     gemm_dtype: Dtype | None = Field(None, description="GEMM dtype (default: dtype)")
-    parallelism: Parallelism = Parallelism()
+    parallelism: TrainingParallelism = TrainingParallelism()
     sequence_length: int | None = Field(None, ge=1, description="tokens per sequence (LLMs)")
     video: Video | None = Field(None, description="clip size (DiT): tokens = frames x patches")
     global_batch_tokens: int | None = Field(None, ge=1)
@@ -111,7 +108,7 @@ class Config(WorkloadBase):
     reserved_memory: Bytes = Field(4 * 2 ** 30, ge=0, description=(
         "assumption: CUDA context (~0.5-1 GB), NCCL buffers (~1-2 GB) and allocator fragmentation"))
     iterations: int = Field(2, ge=1)
-    simulate: Fidelity = Fidelity()
+    simulate: TrainingFidelity = TrainingFidelity()
 
     @field_validator("model", mode="before")
     @classmethod

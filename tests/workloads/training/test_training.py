@@ -19,7 +19,8 @@ from sim.models.training_shapes import LLMFamily
 from sim.models.transformer import PRESETS
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
-from sim.workloads.training.layout import Layout, streamed_ring
+from sim.workloads.parallel_layout import ParallelLayout
+from sim.workloads.training.layout import streamed_ring
 from sim.workloads.training.schedule import in_flight_peak, split_layers, stage_ops
 
 TINY = {"name": "tiny", "layers": 8, "hidden": 1024, "ffn": 4096, "heads": 16, "kv_heads": 4, "vocab": 32000}
@@ -206,7 +207,7 @@ def test_ranks_map_tp_innermost_then_cp_pp_dp():
                   gpus_per_node=4)
     from sim.cluster.cluster import Cluster
     cluster = Cluster.build(Simulation(), sc.hardware)
-    lay = Layout(cluster, 2, 2, 2, 2)
+    lay = ParallelLayout(cluster, 2, 2, 2, 2)
     rank = {d.node: r for r, d in enumerate(cluster.devices)}
     assert [rank[d.node] for d in lay.group(1, 1)] == [12, 13, 14, 15]         # stage 1 of replica 1: host 3
     assert {d.host for d in lay.group(0, 0)} == {0}                             # tp x cp = one host
