@@ -17,7 +17,7 @@ class ScenarioError(Exception):
         self.value = value
         self.file = file
 
-    def with_file(self, file: str) -> "ScenarioError":
+    def with_file(self, file: str) -> ScenarioError:
         if self.file is None:
             self.file = file
         return self

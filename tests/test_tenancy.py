@@ -6,8 +6,8 @@ import pytest
 
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
-from sim.scenario.jobs import ClusterView, JobSimulation, parse_host_set, place_jobs
 from sim.runner import run
+from sim.scenario.jobs import ClusterView, JobSimulation, parse_host_set, place_jobs
 from sim.scenario.model import scenario_from_dict
 from tests.end_to_end.test_cli import cli, write
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hardware_models.topology import HostPool, Topology, build_topology
+from sim.cluster.stragglers import apply_stragglers
 from sim.engine.compute import Device
 from sim.engine.simulation import Simulation
-from sim.cluster.stragglers import apply_stragglers
 from sim.network.backends import make_network
 from sim.network.base import Network
 
@@ -26,7 +26,7 @@ class Cluster:
 
     @classmethod
     def build(cls, sim: Simulation, hardware, network_model: str = "flow",
-              pools: list[HostPool] | None = None) -> "Cluster":
+              pools: list[HostPool] | None = None) -> Cluster:
         topo = build_topology(hardware.topology, hardware.nodes, hardware.gpus_per_node,
                               hardware.nic, hardware.scale_up, pools, hardware.host_link, hardware.memory_tiers)
         network = make_network(network_model, sim, topo, hardware.topology.ecmp)

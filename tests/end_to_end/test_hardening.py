@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from sim.errors import ScenarioError
-from sim.scenario.estimate import DEFAULT_LIMITS, Limits, enforce, estimate
 from sim.runner import run, scenario_sha256
+from sim.scenario.estimate import DEFAULT_LIMITS, Limits, enforce, estimate
 from sim.scenario.model import load_scenario, scenario_from_dict
 from sim.workloads import kinds
 from tests.end_to_end.test_cli import cli
@@ -85,8 +85,9 @@ def test_runs_in_one_process_do_not_influence_each_other():
 def test_a_fresh_process_with_another_hash_seed_gives_the_same_metrics(tmp_path):
     """Set iteration order and string hashes change with PYTHONHASHSEED; results must not."""
     kinds_ = ["collective", "cp_inference", "ingestion", "tiered_memory"]
-    script = ("import json, sys; sys.path.insert(0, %r); from tests.end_to_end.test_hardening import quick, run; "
-              "print(json.dumps({k: run(quick(k)).metrics for k in %r}))" % (str(ROOT), kinds_))
+    script = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); "
+              "from tests.end_to_end.test_hardening import quick, run; "
+              f"print(json.dumps({{k: run(quick(k)).metrics for k in {kinds_!r}}}))")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                          timeout=300)

@@ -14,10 +14,10 @@ import yaml
 from hardware_models import catalog
 from hardware_models.power import SitePower, capped_clock_fraction, capped_power_w
 from hardware_models.topology import HostPool
-from sim.engine.activity import AdaptiveBins, SpanActivity, union
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import EnergyMeter
 from sim.energy.plots import power_over_time
+from sim.engine.activity import AdaptiveBins, SpanActivity, union
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.runner import run

@@ -1,5 +1,4 @@
 """Units parse into SI floats; device cost functions follow the roofline with shape-dependent efficiency."""
-import math
 
 import pytest
 

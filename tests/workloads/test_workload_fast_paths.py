@@ -1,7 +1,7 @@
 """Workload-side speed shortcuts are exact: each one against the straightforward path (or against
 metrics pinned before it existed) on small cases.
 
-- Ingestion (sim/workloads/pipeline*.py): trainer credits granted through a heap of per-worker
+- Ingestion (sim/workloads/ingestion/pipeline.py): trainer credits granted through a heap of per-worker
   candidates, windowed link bytes counted in bulk. Pinned: metrics of small DLRM (with faults) and
   video-curation runs, recorded with the code before these changes.
 - Energy (sim/engine/activity.py, sim/energy/meter.py): link traffic binned in batches; GPUs' open comm intervals

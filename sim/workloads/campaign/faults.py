@@ -51,7 +51,7 @@ class FailureCause(StrictModel):
     restart: Seconds | None = Field(None, ge=0, description="restart time after this cause (default: restart.restart)")
 
     @model_validator(mode="after")
-    def _one_rate(self) -> "FailureCause":
+    def _one_rate(self) -> FailureCause:
         given = [self.count is not None, self.mtbf is not None, self.at is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of count (with period), mtbf (with per) or at (times)")
@@ -83,7 +83,7 @@ class Checkpoint(StrictModel):
                                              description="also run these intervals on the same failure histories")
 
     @model_validator(mode="after")
-    def _size(self) -> "Checkpoint":
+    def _size(self) -> Checkpoint:
         if (self.bytes is None) == (self.bytes_per_gpu is None):
             raise ValueError("give either bytes (the whole checkpoint) or bytes_per_gpu")
         if any(i <= 0 for i in self.compare_intervals):

@@ -41,11 +41,20 @@ from hardware_models.strict import StrictModel
 from hardware_models.topology import HostPool
 from hardware_models.units import BytesPerS, Seconds
 from sim.errors import ScenarioError
-from sim.workloads.campaign.faults import (Checkpoint, CyclePlan, FailureCause, Replica, Restart, daly_s, failure_times,
-                        iterations_for, young_daly_s)
 from sim.network.flow import FlowNetwork
 from sim.workloads import training as training_workload
 from sim.workloads.base import WorkloadBase
+from sim.workloads.campaign.faults import (
+    Checkpoint,
+    CyclePlan,
+    FailureCause,
+    Replica,
+    Restart,
+    daly_s,
+    failure_times,
+    iterations_for,
+    young_daly_s,
+)
 
 POOL = "ckpt-storage"
 TRAINING_KEYS = ("iteration_s", "tokens_per_s", "tflop_per_s_per_gpu", "mfu", "bubble_fraction",

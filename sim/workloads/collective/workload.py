@@ -18,8 +18,8 @@ from pydantic import Field
 
 from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes
-from sim.network.collectives import bus_factor, collective
 from sim.errors import ScenarioError
+from sim.network.collectives import bus_factor, collective
 from sim.workloads.base import WorkloadBase
 
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from sim.network.collectives import choose, estimate_s
 from sim.workloads.embedding.cost import CostModel, a2a_estimate_s, a2a_flows, comm_matrices, host_tier_loads
-from sim.workloads.embedding.recshard import proxy_s
 from sim.workloads.embedding.planner import Plan
+from sim.workloads.embedding.recshard import proxy_s
 
 
 def dense_split(dense, gemms):

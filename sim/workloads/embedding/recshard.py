@@ -284,7 +284,11 @@ def _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, ro
         moves = [(best[1], best[2])] if best[0] == "move" else [(best[1], ranks[best[2]]), (best[2], g)]
         for i, h in moves:
             src = ranks[i]
-            load[src] -= cost[i]; hbm_used[src] -= hbm_b[i]; host_used[host_of[src]] -= slow_b[i]
-            load[h] += cost[i]; hbm_used[h] += hbm_b[i]; host_used[host_of[h]] += slow_b[i]
+            load[src] -= cost[i]
+            hbm_used[src] -= hbm_b[i]
+            host_used[host_of[src]] -= slow_b[i]
+            load[h] += cost[i]
+            hbm_used[h] += hbm_b[i]
+            host_used[host_of[h]] += slow_b[i]
             ranks[i] = h
             items[i].rank = int(h)

@@ -30,21 +30,21 @@ finished each iteration last).
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Discriminator, Field, Tag, field_validator
 
 from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes
-from sim.network.collectives import collective
 from sim.errors import ScenarioError
 from sim.memory.tiers import TieredMemory
 from sim.models.dlrm import DenseConfig, TableConfig, TableGenerator, backward_gemms, expand_tables
-from sim.workloads.embedding.cost import PLACEMENT_TIER_KIND, CostModel, a2a_flows, comm_matrices
-from sim.workloads.embedding.planner import build_plan, min_hosts
+from sim.network.collectives import collective
 from sim.workloads.base import WorkloadBase
+from sim.workloads.embedding.cost import PLACEMENT_TIER_KIND, CostModel, a2a_flows, comm_matrices
 from sim.workloads.embedding.estimate import dense_split, estimate, plan_summary
+from sim.workloads.embedding.planner import build_plan, min_hosts
 
 Scheme = Literal["table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"]
 Placement = Literal["hbm", "uvm_cache", "uvm", "cxl", "scm", "ssd"]
@@ -56,7 +56,7 @@ def _entry_kind(v) -> str:
     return "generator" if isinstance(v, TableGenerator) else "table"
 
 
-TableEntry = Annotated[Union[Annotated[TableConfig, Tag("table")], Annotated[TableGenerator, Tag("generator")]],
+TableEntry = Annotated[Annotated[TableConfig, Tag("table")] | Annotated[TableGenerator, Tag("generator")],
                        Discriminator(_entry_kind)]
 
 
@@ -255,7 +255,7 @@ def simulate(sim, cluster, config: Config):
     phase_s = np.zeros((w, len(PHASES)))
     critical_s = np.zeros(len(PHASES))
     iter_s = []
-    for it in range(config.iterations):
+    for _ in range(config.iterations):
         per_rank = _sample_traffic(plan.shards, shares, model, rng, w)
         ev = {k: [sim.env.event() for _ in range(w)] for k in ("start", "fwd_done", "top_done", "bottom_done")}
         for e in ev["start"]:

@@ -28,12 +28,12 @@ import numpy as np
 
 from sim.engine.compute import Device
 from sim.workloads.ingestion.config import Config
-from sim.workloads.ingestion.data import TabularData
-from sim.workloads.ingestion.media import VideoData
-from sim.workloads.ingestion.pipeline import Pipeline, PipelineSettings, Worker
 from sim.workloads.ingestion.control import TRACE_COLUMNS, Autoscaler, BufferMonitor, inject_faults, settle_time_s
+from sim.workloads.ingestion.data import TabularData
 from sim.workloads.ingestion.ledger import SampleLedger
+from sim.workloads.ingestion.media import VideoData
 from sim.workloads.ingestion.parts import Credits, Master, Storage, Trainer, Window, WindowedLinkBytes
+from sim.workloads.ingestion.pipeline import Pipeline, PipelineSettings, Worker
 
 __all__ = ["Config", "simulate", "stage_capacities"]
 

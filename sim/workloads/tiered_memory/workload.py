@@ -38,8 +38,8 @@ from pydantic import Field, ValidationInfo, field_validator
 from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, BytesPerS, Seconds
 from sim.errors import ScenarioError
-from sim.memory.tiers import PageState, Tuning, advance, placement_policy
 from sim.memory.access import PhasedPopularity, TraceReplay, load_trace
+from sim.memory.tiers import PageState, Tuning, advance, placement_policy
 from sim.workloads.base import WorkloadBase
 
 MAX_PAGES = 2**25          # ~0.5 GB of per-page state and per-epoch counts
@@ -225,7 +225,10 @@ def simulate(sim, cluster, config: Config):
         row[1] += accesses
     elapsed = sim.now - start
     accesses = totals["local"] + totals["remote"]
-    rate = (lambda x: x / elapsed if elapsed > 0 else 0.0)
+
+    def rate(x: float) -> float:
+        return x / elapsed if elapsed > 0 else 0.0
+
     return {
         "local_traffic_fraction": totals["local"] / accesses if accesses else 1.0,
         "throughput_relative_to_all_local": totals["all_local_s"] / elapsed if elapsed > 0 else 1.0,

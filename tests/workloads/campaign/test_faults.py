@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from sim.network.collectives import collective
 from sim.errors import ScenarioError
-from sim.workloads.campaign.faults import FailureCause, daly_s, young_daly_s
+from sim.network.collectives import collective
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
+from sim.workloads.campaign.faults import FailureCause, daly_s, young_daly_s
 from tests.conftest import make_cluster
 
 HOUR, DAY = 3600.0, 86400.0

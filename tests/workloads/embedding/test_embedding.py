@@ -15,9 +15,9 @@ import pytest
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.memory.tiers import LRUPlacement, StaticPlacement, ZipfRows, sampled_hit_rate
-from sim.workloads.embedding.cost import a2a_flows, comm_matrices
 from sim.runner import run
 from sim.scenario.model import load_scenario, scenario_from_dict
+from sim.workloads.embedding.cost import a2a_flows, comm_matrices
 from sim.workloads.embedding.workload import prepare
 
 B, W = 64, 4          # batch per GPU, GPUs (2 hosts x 2)

@@ -17,8 +17,8 @@ from sim.errors import ScenarioError
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
 from sim.workloads.ingestion.data import TabularData
-from sim.workloads.ingestion.media import forward_time_s
 from sim.workloads.ingestion.ledger import SampleLedger, subtract, union_length
+from sim.workloads.ingestion.media import forward_time_s
 
 PER_PARTITION, READ_PER_SAMPLE, SENT_PER_SAMPLE = 8192, 250, 500
 

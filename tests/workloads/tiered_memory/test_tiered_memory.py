@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from sim.errors import ScenarioError
-from sim.memory.tiers import PageState, Tuning, ZipfRows, advance, placement_policy
 from sim.memory.access import load_trace
 from sim.memory.placement import SLOW as SLOW_TIER
-from sim.workloads.embedding.cost import CostModel
+from sim.memory.tiers import PageState, Tuning, ZipfRows, advance, placement_policy
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
+from sim.workloads.embedding.cost import CostModel
 
 TRACE = [0, 1, 0, 0, 2, 0, 1, 1, 1, 1]
 EXACT = Tuning(hint_fault_fraction=1.0, watermark_low=0, watermark_high=0, demote_watermark=0, reclaim_batch_pages=1)

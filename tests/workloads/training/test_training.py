@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from sim.network.collectives import estimate_s, ring_schedule
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.models.dit import PRESETS as DIT
 from sim.models.dit import DiTFamily
 from sim.models.training_shapes import LLMFamily
 from sim.models.transformer import PRESETS
+from sim.network.collectives import estimate_s, ring_schedule
 from sim.runner import run
 from sim.scenario.model import scenario_from_dict
 from sim.workloads.parallel_layout import ParallelLayout
