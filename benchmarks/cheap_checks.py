@@ -7,6 +7,7 @@ not time; time is measured here, on a quiet machine):
 - refusing a 10^6-node / 2*10^9-node cluster while loading the scenario: target < 5 s.
 Prints the median over the repeats and whether each target is met.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ def refuse_huge_clusters() -> None:
         raise AssertionError(f"hardware.nodes={nodes} was accepted")
 
 
-CHECKS = [("estimate: 10^12-flow all-to-all, 10^6 GPUs", estimate_exploding_all_to_all, 1.0),
-          ("load: refuse 10^6- and 2*10^9-node clusters", refuse_huge_clusters, 5.0)]
+CHECKS = [
+    ("estimate: 10^12-flow all-to-all, 10^6 GPUs", estimate_exploding_all_to_all, 1.0),
+    ("load: refuse 10^6- and 2*10^9-node clusters", refuse_huge_clusters, 5.0),
+]
 
 
 def main() -> None:
@@ -52,7 +55,9 @@ def main() -> None:
             check()
             walls.append(time.perf_counter() - start)
         median = statistics.median(walls)
-        print(f"{name:48s} median {median:7.3f} s  target < {target_s:g} s  {'met' if median < target_s else 'NOT met'}")
+        print(
+            f"{name:48s} median {median:7.3f} s  target < {target_s:g} s  {'met' if median < target_s else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Print the flow network's closed-form checks (issue 2/14) with their relative errors.
 
-    python benchmarks/closed_forms.py
+python benchmarks/closed_forms.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,7 +33,9 @@ def main():
     for n in (4, 8):
         c = make_cluster(nodes=n)
         B, a = step(c)
-        rows.append((f"ring all-reduce n={n}", timed(c, "all_reduce", S, "ring"), 2 * (n - 1) / n * S / B + 2 * (n - 1) * a))
+        rows.append(
+            (f"ring all-reduce n={n}", timed(c, "all_reduce", S, "ring"), 2 * (n - 1) / n * S / B + 2 * (n - 1) * a)
+        )
         c = make_cluster(nodes=n)
         B, a = step(c)
         rows.append((f"all-gather n={n}", timed(c, "all_gather", S, "ring"), (n - 1) / n * S / B + (n - 1) * a))
@@ -42,12 +45,25 @@ def main():
     n = 4
     c = make_cluster(nodes=n)
     B, a = step(c)
-    rows.append(("ring all-reduce + competing flow", timed(c, "all_reduce", S, "ring", [(0, 1, 1e11)]),
-                 2 * (n - 1) * (S / n / (B / 2) + a)))
+    rows.append(
+        (
+            "ring all-reduce + competing flow",
+            timed(c, "all_reduce", S, "ring", [(0, 1, 1e11)]),
+            2 * (n - 1) * (S / n / (B / 2) + a),
+        )
+    )
     for over, factor in ((1, 0.875), (4, 2.0)):
-        c = make_cluster(nodes=8, topology={"kind": "fat-tree", "hosts_per_leaf": 4, "spines": 2, "oversubscription": over})
+        c = make_cluster(
+            nodes=8, topology={"kind": "fat-tree", "hosts_per_leaf": 4, "spines": 2, "oversubscription": over}
+        )
         B = c.hardware.nic.achieved_bytes_per_s
-        rows.append((f"cross-leaf all-to-all oversub {over}:1", timed(c, "all_to_all", 4 * 2**30, "direct"), factor * 4 * 2**30 / B))
+        rows.append(
+            (
+                f"cross-leaf all-to-all oversub {over}:1",
+                timed(c, "all_to_all", 4 * 2**30, "direct"),
+                factor * 4 * 2**30 / B,
+            )
+        )
     for model in ("flow", "analytical"):
         c = make_cluster(model, nodes=2, gpus_per_node=8)
         rows.append((f"hierarchical all-reduce 2x8 ({model})", timed(c, "all_reduce", 2**30, "hierarchical"), None))

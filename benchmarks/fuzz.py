@@ -29,6 +29,7 @@ have refused ends in MemoryError - a crash - instead of waking the OOM killer; `
 input before it runs. The generators are in benchmarks/fuzz_inputs.py; tests/end_to_end/test_fuzz.py runs a
 few dozen inputs per entry point and the regression tests of every crash found.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,16 @@ from sim.errors import ScenarioError  # noqa: E402
 from sim.scenario.estimate import Limits  # noqa: E402
 
 FUZZ_LIMITS = Limits(memory_bytes=3 * 2**30, events=3e5, simulated_flows=3e5)
-LIGHT = ["allreduce-2x8-h100", "alltoall-fattree-oversub", "sweep-collectives-base", "ingest-dlrm-on-trainer",
-         "emb-dlrm-1x8-a100-scm", "ingest-video-curation", "cp-405b-decode-128k", "faults-ckpt-interval-sweep"]
+LIGHT = [
+    "allreduce-2x8-h100",
+    "alltoall-fattree-oversub",
+    "sweep-collectives-base",
+    "ingest-dlrm-on-trainer",
+    "emb-dlrm-1x8-a100-scm",
+    "ingest-video-curation",
+    "cp-405b-decode-128k",
+    "faults-ckpt-interval-sweep",
+]
 
 
 class RunTimeout(BaseException):
@@ -80,7 +89,7 @@ def _alarm(_signum, _frame):
 
 @dataclass
 class Outcome:
-    kind: str                     # ok | error | timeout | crash
+    kind: str  # ok | error | timeout | crash
     detail: str = ""
 
 
@@ -88,7 +97,7 @@ def classify(fn: Callable, *args, timeout_s: float = 0.0) -> Outcome:
     """Run fn(*args): ok, a one-line ScenarioError, a timeout, or a crash (anything else)."""
     if timeout_s:
         signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s, 1.0)    # repeats: an alarm raised inside a gc callback is lost
+        signal.setitimer(signal.ITIMER_REAL, timeout_s, 1.0)  # repeats: an alarm raised inside a gc callback is lost
     try:
         fn(*args)
     except RunTimeout:
@@ -98,8 +107,14 @@ def classify(fn: Callable, *args, timeout_s: float = 0.0) -> Outcome:
         return Outcome("error", text) if "\n" not in text and text else Outcome("crash", f"bad message: {text!r}")
     except Exception as exc:  # noqa: BLE001 - that is what we are looking for
         frames = traceback.extract_tb(exc.__traceback__)
-        where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames)
-                      if str(ROOT) in f.filename and "fuzz.py" not in f.filename), "?")
+        where = next(
+            (
+                f"{Path(f.filename).name}:{f.lineno}"
+                for f in reversed(frames)
+                if str(ROOT) in f.filename and "fuzz.py" not in f.filename
+            ),
+            "?",
+        )
         return Outcome("crash", f"{type(exc).__name__} at {where}: {str(exc)[:200]}")
     finally:
         if timeout_s:
@@ -110,13 +125,16 @@ def classify(fn: Callable, *args, timeout_s: float = 0.0) -> Outcome:
 # ---------------------------------------------------------------------------------------------
 # entry points: each takes one generated input and runs the whole user path
 
+
 def _run(scenario) -> None:
     from sim.runner import run
+
     run(scenario, limits=FUZZ_LIMITS).summary()
 
 
 def scenario_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
     from sim.scenario.model import load_scenario
+
     name, data = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.yaml"
@@ -130,6 +148,7 @@ def scenario_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
 
 def yaml_entry(text: str) -> Outcome:
     from sim.scenario.model import load_scenario
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fuzz.yaml"
         path.write_text(text)
@@ -138,6 +157,7 @@ def yaml_entry(text: str) -> Outcome:
 
 def set_entry(inp) -> Outcome:
     from sim.scenario.model import load_scenario
+
     name, texts = inp
     return classify(load_scenario, ROOT / "scenarios" / f"{name}.yaml", texts)
 
@@ -147,14 +167,23 @@ def cli_entry(text: str) -> Outcome:
     from sim.scenario.model import apply_override, parse_override
     from sim.studies.sweep import expand, parse_axes
 
-    outcomes = [classify(fn) for fn in (lambda: apply_override({"a": {"b": [1, 2]}}, *parse_override(text)),
-                                        lambda: expand(parse_axes([text], "--grid")), lambda: parse_window(text))]
+    outcomes = [
+        classify(fn)
+        for fn in (
+            lambda: apply_override({"a": {"b": [1, 2]}}, *parse_override(text)),
+            lambda: expand(parse_axes([text], "--grid")),
+            lambda: parse_window(text),
+        )
+    ]
     crashed = [o for o in outcomes if o.kind == "crash"]
-    return crashed[0] if crashed else next((o for o in outcomes if o.kind == "ok"), outcomes[0])   # ok: one parser took it
+    return (
+        crashed[0] if crashed else next((o for o in outcomes if o.kind == "ok"), outcomes[0])
+    )  # ok: one parser took it
 
 
 def records_entry(inp, compare: bool = False) -> Outcome:
     from validation.records import load_records
+
     suffix, text = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"records{suffix}"
@@ -163,41 +192,65 @@ def records_entry(inp, compare: bool = False) -> Outcome:
         if first.kind != "ok" or not compare:
             return first
         from validation.harness import validate
-        return classify(lambda: validate(compare=path, out_dir=Path(tmp) / "out", log=lambda *_args, **_kwargs: None),
-                        timeout_s=60.0)
+
+        return classify(
+            lambda: validate(compare=path, out_dir=Path(tmp) / "out", log=lambda *_args, **_kwargs: None),
+            timeout_s=60.0,
+        )
 
 
 def graph_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
     from sim.scenario.model import scenario_from_dict
+
     suffix, text, hw = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"fabric{suffix}"
         path.write_text(text)
         topology = {"kind": "graph", "file": str(path), **({"hosts": hw["hosts"]} if "hosts" in hw else {})}
-        data = {"name": "graph-fuzz", "hardware": {"nodes": hw["nodes"], "gpus_per_node": hw["gpus_per_node"],
-                                                   "topology": topology},
-                "workload": {"kind": "collective", "op": "all_reduce", "bytes": "1 MiB"}}
+        data = {
+            "name": "graph-fuzz",
+            "hardware": {"nodes": hw["nodes"], "gpus_per_node": hw["gpus_per_node"], "topology": topology},
+            "workload": {"kind": "collective", "op": "all_reduce", "bytes": "1 MiB"},
+        }
         return classify(lambda: _run(scenario_from_dict(data)), timeout_s=run_timeout_s)
 
 
 def trace_entry(inp, run_timeout_s: float = 20.0) -> Outcome:
     """A tiered_memory scenario replaying a page-access trace CSV (sim/memory/access.py), loaded and run."""
     from sim.scenario.model import scenario_from_dict
+
     text, overrides = inp
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.csv"
         path.write_text(text)
-        wl = {"kind": "tiered_memory", "policy": "tpp", "fast_tier": "ddr5-host", "slow_tier": "cxl-expander",
-              "ratio": "1:4", "page_bytes": "4 KiB", "access": {"trace": str(path), "access_bytes": 64}}
+        wl = {
+            "kind": "tiered_memory",
+            "policy": "tpp",
+            "fast_tier": "ddr5-host",
+            "slow_tier": "cxl-expander",
+            "ratio": "1:4",
+            "page_bytes": "4 KiB",
+            "access": {"trace": str(path), "access_bytes": 64},
+        }
         wl.update({k: v for k, v in overrides.items() if v is not None})
-        data = {"name": "trace-fuzz", "hardware": {"gpus_per_node": 1, "nodes": 1, "memory_tiers": [
-            {"base": "ddr5-host", "name": "ddr5-host"}, {"base": "cxl-expander", "name": "cxl-expander"}]},
-                "workload": wl}
+        data = {
+            "name": "trace-fuzz",
+            "hardware": {
+                "gpus_per_node": 1,
+                "nodes": 1,
+                "memory_tiers": [
+                    {"base": "ddr5-host", "name": "ddr5-host"},
+                    {"base": "cxl-expander", "name": "cxl-expander"},
+                ],
+            },
+            "workload": wl,
+        }
         return classify(lambda: _run(scenario_from_dict(data)), timeout_s=run_timeout_s)
 
 
 def sweep_entry(text: str) -> Outcome:
     from sim.studies.sweep import plan_sweep, run_sweep
+
     base = ROOT / "scenarios" / "sweep-collectives-base.yaml"
     grid = {"workload.bytes": ["1 MiB"]}
     with tempfile.TemporaryDirectory() as tmp:
@@ -214,11 +267,15 @@ class Entry:
     strategy: Any
     fn: Callable[[Any], Outcome]
     counts: Counter = field(default_factory=Counter)
-    crashes: dict = field(default_factory=dict)       # detail -> first input
+    crashes: dict = field(default_factory=dict)  # detail -> first input
 
 
-def entries(run_timeout_s: float = 20.0, compare_every: int = 10, bases: list[str] | None = None,
-            runnable: list[str] | None = None) -> dict[str, Entry]:
+def entries(
+    run_timeout_s: float = 20.0,
+    compare_every: int = 10,
+    bases: list[str] | None = None,
+    runnable: list[str] | None = None,
+) -> dict[str, Entry]:
     """The entry points; `bases`: shipped scenarios to mutate (default all), `runnable`: those whose
     mutants are also run (default LIGHT)."""
     runnable = runnable or LIGHT
@@ -230,18 +287,27 @@ def entries(run_timeout_s: float = 20.0, compare_every: int = 10, bases: list[st
         seen["records"] += 1
         return records_entry(inp, compare=seen["records"] % compare_every == 0)
 
-    return {e.name: e for e in [
-        Entry("scenario", scenario_inputs(bases),
-              lambda inp: scenario_entry(inp, run_timeout_s if inp[0] in runnable else 0.0)),
-        Entry("yaml", yaml_texts(bases, schema_keys()), yaml_entry),
-        Entry("set", st.tuples(st.sampled_from(sorted(light)), st.lists(override_texts(light), min_size=1,
-                                                                        max_size=3)), set_entry),
-        Entry("cli", override_texts(light) | st.text(max_size=20), cli_entry),
-        Entry("records", record_files(), records),
-        Entry("graph", graph_files(), lambda inp: graph_entry(inp, run_timeout_s)),
-        Entry("trace", trace_files(), lambda inp: trace_entry(inp, run_timeout_s)),
-        Entry("sweep", sweep_texts(), sweep_entry),
-    ]}
+    return {
+        e.name: e
+        for e in [
+            Entry(
+                "scenario",
+                scenario_inputs(bases),
+                lambda inp: scenario_entry(inp, run_timeout_s if inp[0] in runnable else 0.0),
+            ),
+            Entry("yaml", yaml_texts(bases, schema_keys()), yaml_entry),
+            Entry(
+                "set",
+                st.tuples(st.sampled_from(sorted(light)), st.lists(override_texts(light), min_size=1, max_size=3)),
+                set_entry,
+            ),
+            Entry("cli", override_texts(light) | st.text(max_size=20), cli_entry),
+            Entry("records", record_files(), records),
+            Entry("graph", graph_files(), lambda inp: graph_entry(inp, run_timeout_s)),
+            Entry("trace", trace_files(), lambda inp: trace_entry(inp, run_timeout_s)),
+            Entry("sweep", sweep_texts(), sweep_entry),
+        ]
+    }
 
 
 def _flat(node, prefix="") -> dict:
@@ -260,18 +326,23 @@ def describe(inp) -> str:
         path = ROOT / "scenarios" / f"{inp[0]}.yaml"
         if path.is_file():
             base, new = _flat(yaml.safe_load(path.read_text())), _flat(inp[1])
-            diff = {k: new.get(k, "<deleted>") for k in sorted(set(base) | set(new)) if base.get(k, "<absent>") != new.get(k, "<deleted>")}
+            diff = {
+                k: new.get(k, "<deleted>")
+                for k in sorted(set(base) | set(new))
+                if base.get(k, "<absent>") != new.get(k, "<deleted>")
+            }
             return f"{inp[0]} with {diff!r}"
     return repr(inp)
 
 
 def fuzz(entry: Entry, n: int, seed: int = 0, log=None) -> Entry:
     @hypothesis_seed(seed)
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n, database=None, deadline=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
     @given(entry.strategy)
     def one(inp):
-        if log is not None:                      # the input before it runs: a hard kill (OOM) still leaves it
+        if log is not None:  # the input before it runs: a hard kill (OOM) still leaves it
             log.write(f"{entry.name}\t{inp!r}\n")
             log.flush()
         start = time.perf_counter()
@@ -281,6 +352,7 @@ def fuzz(entry: Entry, n: int, seed: int = 0, log=None) -> Entry:
         entry.counts[outcome.kind] += 1
         if outcome.kind == "crash":
             entry.crashes.setdefault(outcome.detail, describe(inp)[:1500])
+
     one()
     return entry
 
@@ -292,11 +364,16 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--run-timeout", type=float, default=20.0, help="wall seconds per simulated run")
     p.add_argument("--log", help="append every input to this file before running it")
-    p.add_argument("--memory-limit-gib", type=float, default=6.0,
-                   help="address-space cap of this process: an input that explodes raises MemoryError (a crash: "
-                        "the cost estimate let it through) instead of waking the OOM killer")
+    p.add_argument(
+        "--memory-limit-gib",
+        type=float,
+        default=6.0,
+        help="address-space cap of this process: an input that explodes raises MemoryError (a crash: "
+        "the cost estimate let it through) instead of waking the OOM killer",
+    )
     args = p.parse_args(argv)
     import resource
+
     cap = int(args.memory_limit_gib * 2**30)
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     log = open(args.log, "a") if args.log else None
@@ -306,8 +383,10 @@ def main(argv=None) -> int:
     for name in args.entries.split(","):
         e = fuzz(table[name], args.n, args.seed, log)
         c = e.counts
-        print(f"{name:10s} {sum(c.values()):7d} {c['ok']:6d} {c['error']:6d} {c['timeout']:8d} {c['crash']:6d}",
-              flush=True)
+        print(
+            f"{name:10s} {sum(c.values()):7d} {c['ok']:6d} {c['error']:6d} {c['timeout']:8d} {c['crash']:6d}",
+            flush=True,
+        )
         crashed += len(e.crashes)
         for detail, inp in e.crashes.items():
             print(f"  CRASH {detail}\n    input: {inp}")

@@ -11,6 +11,7 @@ within one second.
     python benchmarks/power_swing_16k.py [--nodes 2048] [--compute-s 2] [--bytes 1GiB] [--iterations 2]
                                          [--plot power.png]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--plot", default=None, help="write the power-over-time PNG here")
     args = ap.parse_args()
-    scenario = load_scenario(HERE / "scenarios" / "allreduce-16k-clos3.yaml",
-                             [f"hardware.nodes={args.nodes}", "network_model=analytical"])
+    scenario = load_scenario(
+        HERE / "scenarios" / "allreduce-16k-clos3.yaml", [f"hardware.nodes={args.nodes}", "network_model=analytical"]
+    )
     nbytes = parse_quantity(args.bytes, "bytes")
     wall = time.perf_counter()
     sim = Simulation(seed=scenario.seed, span_limit=scenario.trace_limit)
@@ -55,7 +57,7 @@ def main() -> None:
             mid = sim.now
             proc, _ = collective(cluster.network, "all_reduce", group, nbytes, args.algorithm, name="grad all_reduce")
             yield proc
-            for node in group:                       # every rank is inside the NCCL kernel throughout
+            for node in group:  # every rank is inside the NCCL kernel throughout
                 sim.span(node, "comm", "grad all_reduce", mid, category="comm")
             phases.append((start, mid, sim.now))
 
@@ -63,15 +65,20 @@ def main() -> None:
     report = meter.report(float(sim.now))
     m = report.metrics()
     wall = time.perf_counter() - wall
-    print(f"{len(group)} GPUs, {args.iterations} iterations of {args.compute_s} s compute + {args.bytes} "
-          f"{args.algorithm} all-reduce; simulated {sim.now:.3f} s in {wall:.1f} s wall")
+    print(
+        f"{len(group)} GPUs, {args.iterations} iterations of {args.compute_s} s compute + {args.bytes} "
+        f"{args.algorithm} all-reduce; simulated {sim.now:.3f} s in {wall:.1f} s wall"
+    )
     for i, (a, b, c) in enumerate(phases):
         print(f"  iteration {i}: compute {b - a:.3f} s, all-reduce {c - b:.3f} s")
-    print(f"energy {m['energy_j'] / 3.6e6:.3f} kWh, avg {m['avg_power_w'] / 1e6:.3f} MW, "
-          f"peak {m['peak_power_w'] / 1e6:.3f} MW (bins of {m['power_bin_s']:.3g} s)")
+    print(
+        f"energy {m['energy_j'] / 3.6e6:.3f} kWh, avg {m['avg_power_w'] / 1e6:.3f} MW, "
+        f"peak {m['peak_power_w'] / 1e6:.3f} MW (bins of {m['power_bin_s']:.3g} s)"
+    )
     print(f"cluster_power_swing_w_per_s {m['cluster_power_swing_w_per_s'] / 1e6:.3f} MW")
     if args.plot:
         from sim.energy.plots import power_over_time
+
         power_over_time(report, title=f"{len(group)}-GPU synthetic iteration", path=args.plot)
 
 

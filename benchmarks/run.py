@@ -14,6 +14,7 @@ whether they are met. Targets: events/s at least half of bare SimPy's and memory
 every scenario, plus a wall-time target per scenario (see TARGETS). Not part of the test suite:
 speed targets are measured here, not asserted in tests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,13 +31,13 @@ sys.path.insert(0, str(HERE.parent))
 
 # issue 13 ("Simulator performance and scale") wall-time targets, by scenario file stem
 TARGETS = {
-    "cp-405b-1m-16hosts": 2.0,              # 16-host 1M-token CP prefill under 2 s
-    "embedding-1024gpu": 10.0,              # 1,024-GPU embedding iteration, flow-level all-to-all, under 10 s
-    "allreduce-16k-clos3": 60.0,            # 16K-GPU flow-level ring all-reduce under 60 s
-    "training-16k-analytical": 1.0,         # 16K-GPU analytical training iteration under 1 s
-    "ingestion-1h-400workers": 120.0,       # 1 simulated hour, 400 workers: "a minute or two" (lead's brief)
+    "cp-405b-1m-16hosts": 2.0,  # 16-host 1M-token CP prefill under 2 s
+    "embedding-1024gpu": 10.0,  # 1,024-GPU embedding iteration, flow-level all-to-all, under 10 s
+    "allreduce-16k-clos3": 60.0,  # 16K-GPU flow-level ring all-reduce under 60 s
+    "training-16k-analytical": 1.0,  # 16K-GPU analytical training iteration under 1 s
+    "ingestion-1h-400workers": 120.0,  # 1 simulated hour, 400 workers: "a minute or two" (lead's brief)
 }
-MIN_RATIO = 0.5                             # events/s at least half of bare SimPy's
+MIN_RATIO = 0.5  # events/s at least half of bare SimPy's
 MAX_MEMORY_MIB = 4096.0
 
 
@@ -94,10 +95,17 @@ def verdict(stem: str, wall_s: float, ratio: float, memory_mib: float, overridde
 
 def main() -> None:
     from sim import load_scenario, run
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", help="scenario file stems to run (default: all)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a scenario field (repeatable)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario field (repeatable)",
+    )
     args = ap.parse_args()
     paths = sorted((HERE / "scenarios").glob("*.yaml"))
     if args.only:
@@ -108,11 +116,16 @@ def main() -> None:
     ceiling = timeout_loop_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
     from sim.engine.simulation import Simulation
+
     engine = timeout_loop_events_per_s(Simulation(seed=0).env)
-    print(f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
-          f"overhead; the scenarios below add their models' work per event)")
-    print(f"{'scenario':26s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
-          f"{'targets':32s} {'met':12s} metric")
+    print(
+        f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
+        f"overhead; the scenarios below add their models' work per event)"
+    )
+    print(
+        f"{'scenario':26s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
+        f"{'targets':32s} {'met':12s} metric"
+    )
     for path in paths:
         gc.collect()
         reset_peak_rss()
@@ -120,10 +133,15 @@ def main() -> None:
         rate = result.events / result.wall_s if result.wall_s > 0 else float("nan")
         memory = peak_rss_mib()
         targets, met = verdict(path.stem, result.wall_s, rate / ceiling, memory, bool(args.overrides))
-        key = next((k for k in ("time_s", "ttft_s", "iteration_s", "trainer_samples_per_s") if k in result.metrics), None)
+        key = next(
+            (k for k in ("time_s", "ttft_s", "iteration_s", "trainer_samples_per_s") if k in result.metrics), None
+        )
         metric = f"{key}={result.metrics[key]:.4g}" if key else ""
-        print(f"{path.stem:26s} {result.wall_s:8.2f} {result.events:10d} {rate:11,.0f} {rate / ceiling:8.2f} "
-              f"{memory:8.0f}  {targets:32s} {met:12s} {metric}", flush=True)
+        print(
+            f"{path.stem:26s} {result.wall_s:8.2f} {result.events:10d} {rate:11,.0f} {rate / ceiling:8.2f} "
+            f"{memory:8.0f}  {targets:32s} {met:12s} {metric}",
+            flush=True,
+        )
         del result
 
 

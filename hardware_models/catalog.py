@@ -6,6 +6,7 @@ A scenario refers to hardware in one of three ways, resolved here in one place:
 - an inline mapping, optionally on top of a base entry: `gpu: {base: h100-sxm, memory: "96 GiB"}`.
 Nested mappings (`peak`, `efficiency`, `power`) merge key by key with the base.
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,7 +47,7 @@ def raw_entry(section: str, name: str) -> dict[str, Any]:
     entries = _raw_section(section)
     if name not in entries:
         raise ValueError(f"unknown {section} {name!r}; catalog has: {', '.join(sorted(entries))}")
-    return copy.deepcopy(entries[name])          # the section is cached: a caller must not change it
+    return copy.deepcopy(entries[name])  # the section is cached: a caller must not change it
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +67,7 @@ def _load_file(path: str) -> dict[str, Any]:
     try:
         with open(p) as f:
             data = yaml.safe_load(f)
-    except yaml.YAMLError as exc:         # pydantic turns ValueErrors (only) into one-line errors
+    except yaml.YAMLError as exc:  # pydantic turns ValueErrors (only) into one-line errors
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ValueError(f"file {path!r} is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None

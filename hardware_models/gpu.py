@@ -20,6 +20,7 @@ The efficiency parameters are what calibration (validation/) replaces.
 A `power_cap` (W) lowers the clock by the DVFS model of hardware_models/power.py; every compute
 peak (`peak_flop_per_s`) scales with it, memory bandwidth does not.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -31,14 +32,22 @@ from hardware_models.spec import PowerSpec, Spec
 from hardware_models.units import Bytes, BytesPerS, FlopPerS, Seconds, Watts
 
 DTYPE_BYTES: dict[str, float] = {
-    "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
-    "mxfp8": 1.03125, "mxfp6": 0.78125, "mxfp4": 0.53125,  # MX: element bits + one 8-bit scale per 32
+    "fp32": 4,
+    "tf32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 1,
+    "int8": 1,
+    "mxfp8": 1.03125,
+    "mxfp6": 0.78125,
+    "mxfp4": 0.53125,  # MX: element bits + one 8-bit scale per 32
 }
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "mxfp8", "mxfp6", "mxfp4"]
 
 
 class Peak(Spec):
     """Dense peak throughput per dtype, FLOP/s (or OP/s for int8). Unset dtypes are unsupported."""
+
     fp32: FlopPerS | None = None
     tf32: FlopPerS | None = None
     bf16: FlopPerS | None = None
@@ -52,18 +61,25 @@ class Peak(Spec):
 
 class Efficiency(Spec):
     """Fractions of peak that kernels reach, as a function of their shape (see module docstring)."""
+
     gemm: float = Field(0.75, gt=0, le=1, description="large-GEMM fraction of dense peak")
     gemm_half_dim: float = Field(64.0, ge=0, description="GEMM dimension at which efficiency halves along it")
     attention: float = Field(0.60, gt=0, le=1, description="long-sequence attention fraction of peak")
     attention_half_seq: float = Field(512.0, ge=0, description="query length at which attention efficiency halves")
     memory: float = Field(0.85, gt=0, le=1, description="fraction of memory bandwidth streaming kernels reach")
-    gather: float | None = Field(None, gt=0, le=1, description="fraction of memory bandwidth random row gathers/"
-                                 "scatters (embedding lookups) reach; unset: as `memory`")
+    gather: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="fraction of memory bandwidth random row gathers/"
+        "scatters (embedding lookups) reach; unset: as `memory`",
+    )
     source: str = "assumption: typical cuBLAS/FlashAttention fractions of dense peak; replace by calibration"
 
 
 class DeviceSpec(Spec):
     """A GPU or CPU: what one device can compute and stream."""
+
     name: str
     kind: Literal["gpu", "cpu"] = "gpu"
     cores: int = Field(1, ge=1, description="CPU cores (1 for a GPU)")
@@ -73,8 +89,11 @@ class DeviceSpec(Spec):
     launch_overhead: Seconds = Field(4e-6, ge=0, description="per-kernel launch/dispatch overhead, s")
     efficiency: Efficiency = Efficiency()
     power: PowerSpec = PowerSpec()
-    power_cap: Watts | None = Field(None, gt=0, description="board power limit, W: lowers the clock and the "
-                                                            "compute peaks (hardware_models/power.py)")
+    power_cap: Watts | None = Field(
+        None,
+        gt=0,
+        description="board power limit, W: lowers the clock and the compute peaks (hardware_models/power.py)",
+    )
     source: str = ""
 
     @model_validator(mode="after")
@@ -113,8 +132,9 @@ class DeviceSpec(Spec):
             s *= x / (x + h)
         return self.efficiency.gemm * s
 
-    def gemm_time_s(self, m: float, n: float, k: float, dtype: str = "bf16", batch: float = 1,
-                    out_dtype: str | None = None) -> float:
+    def gemm_time_s(
+        self, m: float, n: float, k: float, dtype: str = "bf16", batch: float = 1, out_dtype: str | None = None
+    ) -> float:
         """Time of a batched GEMM (batch x [m,k] @ [k,n])."""
         if min(m, n, k, batch) <= 0:
             return 0.0
@@ -125,8 +145,9 @@ class DeviceSpec(Spec):
         compute = flop / (self.peak_flop_per_s(dtype) * self.gemm_efficiency(m, n, k))
         return max(compute, self._stream_s(nbytes)) + self.launch_overhead
 
-    def attention_flop(self, q_len: float, kv_len: float, heads: float, head_dim: float,
-                       causal: bool = True, batch: float = 1) -> float:
+    def attention_flop(
+        self, q_len: float, kv_len: float, heads: float, head_dim: float, causal: bool = True, batch: float = 1
+    ) -> float:
         """FLOPs of softmax(Q K^T) V for `q_len` new queries attending to `kv_len` keys.
 
         With causal masking the new queries are the last `q_len` positions of `kv_len`: query i
@@ -139,9 +160,18 @@ class DeviceSpec(Spec):
             keys_seen = q_len * kv_len
         return 4.0 * batch * heads * head_dim * keys_seen
 
-    def attention_time_s(self, q_len: float, kv_len: float, heads: float, head_dim: float,
-                         kv_heads: float | None = None, dtype: str = "bf16", causal: bool = True,
-                         batch: float = 1, flop: float | None = None) -> float:
+    def attention_time_s(
+        self,
+        q_len: float,
+        kv_len: float,
+        heads: float,
+        head_dim: float,
+        kv_heads: float | None = None,
+        dtype: str = "bf16",
+        causal: bool = True,
+        batch: float = 1,
+        flop: float | None = None,
+    ) -> float:
         """Fused attention kernel time. `flop` overrides the count (e.g. a causal chunk pair)."""
         if min(q_len, kv_len, heads) <= 0:
             return 0.0

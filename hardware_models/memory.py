@@ -8,6 +8,7 @@ serves at most `iops` random accesses per second (derived from latency and queue
 `access_time_s` is the uncontended cost of a batch of random accesses; contention between devices
 sharing one tier is added by the engine (sim/memory/tiers.py).
 """
+
 from __future__ import annotations
 
 import math

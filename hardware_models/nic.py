@@ -5,6 +5,7 @@ The same spec describes a per-GPU NIC (`kind: nic`) and a scale-up fabric such a
 NVSwitch (`kind: scale_up`, bandwidth = per GPU per direction). The achieved rate of one link is
 `bandwidth * efficiency`.
 """
+
 from __future__ import annotations
 
 from typing import Literal

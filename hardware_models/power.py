@@ -26,6 +26,7 @@ cores, host DRAM when no DDR tier is listed, the scale-out switch box and its ra
 a GPU's dynamic power drawn while it only communicates, pool-host CPU price and the PUE. Defaults
 with sources are in catalog/power.yaml; a scenario's mapping merges key by key over them.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -39,12 +40,17 @@ from hardware_models.nic import LinkSpec
 from hardware_models.spec import PowerSpec, Spec
 
 POWER_CATALOG = Path(__file__).parent / "catalog" / "power.yaml"
-DVFS_EXPONENT = 3.0             # P_dyn ~ f V^2 with V ~ f
-VOLTAGE_FLOOR_CLOCK = 0.5       # assumption: voltage stops scaling below ~half the nominal clock
+DVFS_EXPONENT = 3.0  # P_dyn ~ f V^2 with V ~ f
+VOLTAGE_FLOOR_CLOCK = 0.5  # assumption: voltage stops scaling below ~half the nominal clock
 
 
-def capped_clock_fraction(cap_w: float, max_w: float, static_w: float, exponent: float = DVFS_EXPONENT,
-                          voltage_floor_clock: float = VOLTAGE_FLOOR_CLOCK) -> float:
+def capped_clock_fraction(
+    cap_w: float,
+    max_w: float,
+    static_w: float,
+    exponent: float = DVFS_EXPONENT,
+    voltage_floor_clock: float = VOLTAGE_FLOOR_CLOCK,
+) -> float:
     """Clock (and compute-peak) fraction a GPU reaches under a board power cap `cap_w`.
 
     `max_w` is the power at the nominal clock (TDP), `static_w` the clock-independent part. Caps at
@@ -55,18 +61,23 @@ def capped_clock_fraction(cap_w: float, max_w: float, static_w: float, exponent:
         return 1.0
     if not static_w < cap_w:
         raise ValueError(f"power cap {cap_w:g} W must exceed the static power {static_w:g} W")
-    share = (cap_w - static_w) / (max_w - static_w)          # of the dynamic power at f0
-    floor_share = voltage_floor_clock ** exponent
+    share = (cap_w - static_w) / (max_w - static_w)  # of the dynamic power at f0
+    floor_share = voltage_floor_clock**exponent
     if share >= floor_share:
         return share ** (1.0 / exponent)
-    return share / voltage_floor_clock ** (exponent - 1.0)     # V at its floor: P_dyn ~ f
+    return share / voltage_floor_clock ** (exponent - 1.0)  # V at its floor: P_dyn ~ f
 
 
-def capped_power_w(clock_fraction: float, max_w: float, static_w: float, exponent: float = DVFS_EXPONENT,
-                   voltage_floor_clock: float = VOLTAGE_FLOOR_CLOCK) -> float:
+def capped_power_w(
+    clock_fraction: float,
+    max_w: float,
+    static_w: float,
+    exponent: float = DVFS_EXPONENT,
+    voltage_floor_clock: float = VOLTAGE_FLOOR_CLOCK,
+) -> float:
     """Inverse of `capped_clock_fraction`: board power at a clock fraction (for tests and plots)."""
     f = min(max(clock_fraction, 0.0), 1.0)
-    dyn = f ** exponent if f >= voltage_floor_clock else f * voltage_floor_clock ** (exponent - 1.0)
+    dyn = f**exponent if f >= voltage_floor_clock else f * voltage_floor_clock ** (exponent - 1.0)
     return static_w + (max_w - static_w) * dyn
 
 
@@ -85,13 +96,15 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 class SitePower(Spec):
     """The scenario's `hardware.power` block: site power figures (defaults: catalog/power.yaml)."""
+
     gpu_host: PowerSpec = Field(description="per GPU server: chassis, fans, PSU loss, NVSwitch baseboard")
     cpu_host: PowerSpec = Field(description="per active pool host without its cores: board, DRAM, fans, PSU loss")
     host_dram: PowerSpec = Field(description="per GPU host DRAM, used when no `ddr` memory tier is listed")
     switch: LinkSpec = Field(description="one scale-out switch box (catalog link name or inline)")
     switch_radix: int = Field(ge=1, description="ports per switch box")
-    gpu_comm_activity: float = Field(ge=0, le=1, description="share of the GPU's idle-to-max range drawn "
-                                                             "while it only communicates")
+    gpu_comm_activity: float = Field(
+        ge=0, le=1, description="share of the GPU's idle-to-max range drawn while it only communicates"
+    )
     pool_host_cores: int = Field(ge=1, description="cores per pool host (storage, preprocessing)")
     pool_cores: dict[str, int] = Field(default_factory=dict, description="cores per host of a named pool")
     price_per_core_hour: float = Field(ge=0, description="USD per core-hour of a pool host (whole server)")
@@ -112,6 +125,7 @@ class SitePower(Spec):
     @classmethod
     def _switch(cls, v: Any) -> Any:
         from hardware_models import catalog  # lazy: catalog imports gpu.py, which imports this module
+
         return v if isinstance(v, LinkSpec) else catalog.raw_spec("link", v)
 
     @field_validator("pool_cores")

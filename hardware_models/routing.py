@@ -9,6 +9,7 @@ down-link. The result is identical to calling `routes` per pair (tested); endpoi
 other nodes (memory tiers, media) are not handled here and make `route` return None, so the caller
 falls back to the per-pair path.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,11 +19,11 @@ import numpy as np
 
 @dataclass
 class RoutedFlows:
-    flat: np.ndarray       # link ids of all sub-flows, concatenated
-    lengths: np.ndarray    # links per sub-flow
-    owner: np.ndarray      # index of the flow each sub-flow belongs to (sub-flows of a flow are contiguous)
-    share: np.ndarray      # fraction of its flow's bytes each sub-flow carries (1 / number of paths)
-    latency: np.ndarray    # path latency per sub-flow, s
+    flat: np.ndarray  # link ids of all sub-flows, concatenated
+    lengths: np.ndarray  # links per sub-flow
+    owner: np.ndarray  # index of the flow each sub-flow belongs to (sub-flows of a flow are contiguous)
+    share: np.ndarray  # fraction of its flow's bytes each sub-flow carries (1 / number of paths)
+    latency: np.ndarray  # path latency per sub-flow, s
 
 
 class BatchRouter:
@@ -41,7 +42,7 @@ class BatchRouter:
         self.host = np.array(hosts, dtype=np.int64)
         self.nvs_up = np.array([edge.get((e, f"h{h}/nvs"), -1) for e, h in zip(endpoints, hosts)], dtype=np.int64)
         self.nvs_down = np.array([edge.get((f"h{h}/nvs", e), -1) for e, h in zip(endpoints, hosts)], dtype=np.int64)
-        self._pair_paths: dict[int, tuple[int, int]] = {}   # switch pair key -> (first path id, count)
+        self._pair_paths: dict[int, tuple[int, int]] = {}  # switch pair key -> (first path id, count)
         self._paths: list[tuple[int, ...]] = []
         self._table: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -104,6 +105,10 @@ class BatchRouter:
         masks = [rows >= 0 for _, rows, _, _ in parts]
         flat = np.concatenate([rows[m] for (_, rows, _, _), m in zip(parts, masks)])
         lengths = np.concatenate([m.sum(axis=1) for m in masks])
-        return RoutedFlows(flat.astype(np.int64), lengths.astype(np.int64),
-                           np.concatenate([p[0] for p in parts]), np.concatenate([p[2] for p in parts]),
-                           np.concatenate([p[3] for p in parts]))
+        return RoutedFlows(
+            flat.astype(np.int64),
+            lengths.astype(np.int64),
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([p[3] for p in parts]),
+        )

@@ -5,6 +5,7 @@ them into SI floats (see units.py). Strictness turns a misspelt key into an erro
 makes a spec safe to share between simulations. Field names are the YAML names
 (`memory`, `bandwidth`, `latency`), each documented with its unit.
 """
+
 from __future__ import annotations
 
 from pydantic import Field
@@ -22,6 +23,7 @@ class PowerSpec(Spec):
 
     `source` says where the figures come from, or marks them as assumptions with their reasoning.
     """
+
     idle: Watts = Field(0.0, ge=0, description="idle power, W")
     max: Watts = Field(0.0, ge=0, description="power at full activity, W")
     price_per_hour: float = Field(0.0, ge=0, description="rental/amortised price, USD per hour")

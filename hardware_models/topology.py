@@ -35,6 +35,7 @@ Routing: endpoints (devices, pool hosts) hang off one first-hop switch; switch-t
 all shortest paths on the switch graph (up to `max_paths`, deterministic order), cached per switch
 pair. `routes(src, dst)` returns equal-cost paths as tuples of link ids.
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,11 @@ class TopologySpec(Spec):
     kind: TopologyKind = "single-switch"
     hosts_per_leaf: int | None = Field(None, ge=1, description="fat-tree: hosts under one leaf")
     spines: int | None = Field(None, ge=1, description="fat-tree / rail-optimized: spine switches")
-    aggregate_spines: bool | None = Field(None, description="model the spines as one node of their summed "
-                                          "capacity (exact with ecmp: even; default: on for even, off for hash)")
+    aggregate_spines: bool | None = Field(
+        None,
+        description="model the spines as one node of their summed "
+        "capacity (exact with ecmp: even; default: on for even, off for hash)",
+    )
     oversubscription: float | None = Field(None, ge=1, description="downlink / uplink capacity")
     gpus_per_tor: int = Field(16, ge=1, description="clos3: devices per ToR (Llama 3: 16)")
     gpus_per_pod: int = Field(3072, ge=1, description="clos3: devices per pod (Llama 3: 3,072)")
@@ -92,6 +96,7 @@ class TopologySpec(Spec):
 @dataclass
 class HostPool:
     """Extra hosts (storage, preprocessing) attached to the network, each with optional media."""
+
     name: str
     count: int
     nic: LinkSpec
@@ -106,8 +111,9 @@ def tier_read_capacity(tier: MemoryTierSpec) -> float:
 @dataclass
 class Topology:
     """Nodes, directed links (as arrays indexed by link id) and routes between endpoints."""
-    devices: list[str]                      # global rank -> device node
-    hosts: list[list[str]]                  # host index -> its device nodes
+
+    devices: list[str]  # global rank -> device node
+    hosts: list[list[str]]  # host index -> its device nodes
     pools: dict[str, list[str]] = field(default_factory=dict)
     attach_points: list[str] = field(default_factory=list)
     link_src: list[str] = field(default_factory=list)
@@ -117,22 +123,25 @@ class Topology:
     latency: np.ndarray = field(default_factory=lambda: np.zeros(0))
     max_paths: int = 64
     _edge_id: dict[tuple[str, str], int] = field(default_factory=dict)
-    _first_hop: dict[str, str] = field(default_factory=dict)   # endpoint -> first switch
+    _first_hop: dict[str, str] = field(default_factory=dict)  # endpoint -> first switch
     _host_of: dict[str, int] = field(default_factory=dict)
-    _parent: dict[str, str] = field(default_factory=dict)      # tier/media node -> node it hangs off
+    _parent: dict[str, str] = field(default_factory=dict)  # tier/media node -> node it hangs off
     _switch_graph: nx.Graph | None = None
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: BatchRouter | None = None
-    _hops: dict = field(default_factory=dict)       # switch graph as CSR and hop distances per switch (lazy)
+    _hops: dict = field(default_factory=dict)  # switch graph as CSR and hop distances per switch (lazy)
 
     @property
     def graph(self) -> nx.DiGraph:
         """The directed graph of every link (edge attributes: capacity, latency, kind, id), built on
         demand from the link arrays (so it shows capacities as they are now, e.g. after stragglers)."""
         g = nx.DiGraph()
-        g.add_edges_from((u, v, {"capacity": float(c), "latency": float(l), "kind": k, "id": i})
-                         for i, (u, v, c, l, k) in enumerate(zip(self.link_src, self.link_dst, self.capacity,
-                                                                 self.latency, self.link_kind)))
+        g.add_edges_from(
+            (u, v, {"capacity": float(c), "latency": float(l), "kind": k, "id": i})
+            for i, (u, v, c, l, k) in enumerate(
+                zip(self.link_src, self.link_dst, self.capacity, self.latency, self.link_kind)
+            )
+        )
         return g
 
     def route_batch(self, srcs: list[str], dsts: list[str]):
@@ -140,6 +149,7 @@ class Topology:
         endpoint needs the per-pair path (memory tiers, media)."""
         if self._router is None:
             from hardware_models.routing import BatchRouter
+
             self._router = BatchRouter(self)
         return self._router.route(srcs, dsts)
 
@@ -177,7 +187,12 @@ class Topology:
             return [(*p, down) for p in self.routes(src, self._parent[dst])]
         if (src, dst) in self._edge_id and self.link_kind[self._edge_id[(src, dst)]] == "host":
             return [(self._edge_id[(src, dst)],)]
-        if src not in self._first_hop and src not in self._host_of or dst not in self._first_hop and dst not in self._host_of:
+        if (
+            src not in self._first_hop
+            and src not in self._host_of
+            or dst not in self._first_hop
+            and dst not in self._host_of
+        ):
             raise ValueError(f"no route from {src!r} to {dst!r}")
         hs, hd = self._host_of.get(src), self._host_of.get(dst)
         if hs is not None and hs == hd:
@@ -198,13 +213,17 @@ class Topology:
         if "adjacency" not in hops:
             assert self._switch_graph is not None, "switch hop distances of a topology without switches"
             order = list(self._switch_graph.nodes)
-            hops.update(adjacency=nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr"),
-                        index={n: i for i, n in enumerate(order)}, order=order, rows={})
+            hops.update(
+                adjacency=nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr"),
+                index={n: i for i, n in enumerate(order)},
+                order=order,
+                rows={},
+            )
         rows = hops["rows"]
         if node not in rows:
             i = hops["index"][node]
             adjacency = hops["adjacency"]
-            neighbours = adjacency.indices[adjacency.indptr[i]:adjacency.indptr[i + 1]]
+            neighbours = adjacency.indices[adjacency.indptr[i] : adjacency.indptr[i + 1]]
             parent = hops["order"][neighbours[0]] if len(neighbours) == 1 else None
             if parent is not None and adjacency.indptr[neighbours[0] + 1] - adjacency.indptr[neighbours[0]] > 1:
                 row = self._hop_distances(parent) + 1.0
@@ -229,11 +248,10 @@ class Topology:
         for i, level in zip(on_path.tolist(), from_a[on_path].tolist()):
             levels[int(level)].append(order[i])
         edge_id = self._edge_id
-        paths: list[tuple[str, tuple[int, ...]]] = [(a, ())]      # (last switch, links so far)
+        paths: list[tuple[str, tuple[int, ...]]] = [(a, ())]  # (last switch, links so far)
         for level in levels[1:]:
-            paths = [(n, links + (edge_id[(last, n)],)) for last, links in paths for n in level
-                     if (last, n) in edge_id]
-            if len(paths) > self.max_paths:     # partial paths never outnumber the whole ones
+            paths = [(n, links + (edge_id[(last, n)],)) for last, links in paths for n in level if (last, n) in edge_id]
+            if len(paths) > self.max_paths:  # partial paths never outnumber the whole ones
                 return None
         return [links for _, links in paths]
 
@@ -245,7 +263,7 @@ class Topology:
                 paths = [()]
             else:
                 paths = self._few_shortest_paths(a, b)
-                if paths is None:           # more than max_paths: networkx's enumeration picks which
+                if paths is None:  # more than max_paths: networkx's enumeration picks which
                     paths = []
                     for nodes in nx.all_shortest_paths(self._switch_graph, a, b):
                         paths.append(tuple(self._edge_id[(u, v)] for u, v in zip(nodes, nodes[1:])))
@@ -268,7 +286,7 @@ class _Builder:
         self.lat: list[float] = []
         self.first_hop: dict[str, str] = {}
         self.switches: set[str] = set()
-        self.fabric: list[tuple[str, str]] = []        # switch-to-switch links, once per duplex pair
+        self.fabric: list[tuple[str, str]] = []  # switch-to-switch links, once per duplex pair
 
     def duplex(self, a: str, b: str, capacity: float, kind: str, lat_ab: float, lat_ba: float) -> None:
         if kind == "fabric":
@@ -300,9 +318,16 @@ class _Builder:
         self.duplex(node, switch, nic.achieved_bytes_per_s, "nic", nic.latency, self.switch_latency_s)
 
 
-def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: LinkSpec,
-                   scale_up: LinkSpec, pools: list[HostPool] | None = None,
-                   host_link: LinkSpec | None = None, host_tiers: list[MemoryTierSpec] | None = None) -> Topology:
+def build_topology(
+    spec: TopologySpec,
+    nodes: int,
+    gpus_per_node: int,
+    nic: LinkSpec,
+    scale_up: LinkSpec,
+    pools: list[HostPool] | None = None,
+    host_link: LinkSpec | None = None,
+    host_tiers: list[MemoryTierSpec] | None = None,
+) -> Topology:
     """Build the cluster's graph: hosts with scale-up fabrics, host links and tiers, NICs, switches
     and host pools."""
     b = _Builder(spec.switch_latency)
@@ -336,12 +361,22 @@ def build_topology(spec: TopologySpec, nodes: int, gpus_per_node: int, nic: Link
     switch_graph.add_nodes_from(sorted(b.switches))
     switch_graph.add_edges_from(b.fabric)
     topo = Topology(
-        devices=[d for devs in hosts for d in devs], hosts=hosts, pools=pool_nodes,
-        attach_points=attach, link_src=b.src, link_dst=b.dst, link_kind=b.kind,
-        capacity=np.asarray(b.cap, dtype=float), latency=np.asarray(b.lat, dtype=float),
+        devices=[d for devs in hosts for d in devs],
+        hosts=hosts,
+        pools=pool_nodes,
+        attach_points=attach,
+        link_src=b.src,
+        link_dst=b.dst,
+        link_kind=b.kind,
+        capacity=np.asarray(b.cap, dtype=float),
+        latency=np.asarray(b.lat, dtype=float),
         max_paths=spec.max_paths,
         _edge_id=dict(zip(zip(b.src, b.dst), range(len(b.src)))),
-        _first_hop=b.first_hop, _host_of=host_of, _parent=parents, _switch_graph=switch_graph)
+        _first_hop=b.first_hop,
+        _host_of=host_of,
+        _parent=parents,
+        _switch_graph=switch_graph,
+    )
     return topo
 
 
@@ -352,12 +387,14 @@ def check_shape(spec: TopologySpec, nodes: int, gpus_per_node: int) -> None:
         _check_divides(nodes, per_leaf, "leaves")
     elif spec.kind == "clos3":
         if spec.gpus_per_tor % gpus_per_node or spec.gpus_per_pod % spec.gpus_per_tor:
-            raise ValueError(f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node "
-                             f"{gpus_per_node} and divide gpus_per_pod {spec.gpus_per_pod}")
+            raise ValueError(
+                f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node "
+                f"{gpus_per_node} and divide gpus_per_pod {spec.gpus_per_pod}"
+            )
         _check_divides(nodes, spec.gpus_per_tor // gpus_per_node, "ToRs")
     elif spec.kind in ("ring", "torus"):
         dims = spec.dims or [nodes]
-        if math.prod(dims) != nodes:                # Python ints: np.prod would overflow silently
+        if math.prod(dims) != nodes:  # Python ints: np.prod would overflow silently
             raise ValueError(f"{spec.kind} dims {dims} hold {math.prod(dims)} hosts, cluster has {nodes}")
 
 
@@ -420,8 +457,10 @@ def _rail_optimized(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
 def _clos3(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
     gpn = len(hosts[0])
     if spec.gpus_per_tor % gpn or spec.gpus_per_pod % spec.gpus_per_tor:
-        raise ValueError(f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node {gpn} "
-                         f"and divide gpus_per_pod {spec.gpus_per_pod}")
+        raise ValueError(
+            f"clos3: gpus_per_tor {spec.gpus_per_tor} must be a multiple of gpus_per_node {gpn} "
+            f"and divide gpus_per_pod {spec.gpus_per_pod}"
+        )
     hosts_per_tor = spec.gpus_per_tor // gpn
     tors_per_pod = spec.gpus_per_pod // spec.gpus_per_tor
     over = spec.oversubscription or 7.0
@@ -433,7 +472,7 @@ def _clos3(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
         for h in group:
             for d in hosts[h]:
                 b.endpoint(d, f"tor{t}", nic)
-        b.switch_link(f"tor{t}", f"pod{pod}", tor_bw)          # full bisection inside a pod
+        b.switch_link(f"tor{t}", f"pod{pod}", tor_bw)  # full bisection inside a pod
     if pods > 1:
         for p in range(pods):
             n_tors = min(tors_per_pod, len(tors) - p * tors_per_pod)
@@ -495,8 +534,10 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
         if "bandwidth" not in data:
             raise ValueError(f"{path}: edge {u}-{v} has no bandwidth")
         try:
-            cap = parse_quantity(str(data["bandwidth"]).replace("_", " ") if isinstance(data["bandwidth"], str)
-                                 else data["bandwidth"], "bytes_per_s")
+            cap = parse_quantity(
+                str(data["bandwidth"]).replace("_", " ") if isinstance(data["bandwidth"], str) else data["bandwidth"],
+                "bytes_per_s",
+            )
             lat = parse_quantity(data.get("latency", spec.switch_latency), "seconds")
         except ValueError as exc:
             raise ValueError(f"{path}: edge {u}-{v}: {exc}") from None
@@ -513,7 +554,7 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
         for d in devs:
             b.endpoint(d, attach[h], nic)
     reachable = nx.node_connected_component(g.to_undirected(as_view=True), attach[0])
-    apart = [a for a in attach[:len(hosts)] if a not in reachable]
+    apart = [a for a in attach[: len(hosts)] if a not in reachable]
     if apart:
         raise ValueError(f"graph {path}: host attachment node {apart[0]!r} is not connected to {attach[0]!r}")
     return sorted(reachable)[:1]

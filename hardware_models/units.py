@@ -9,6 +9,7 @@ A bare number is taken to already be in the base unit (bytes, bytes/s, seconds, 
 The pydantic annotated types at the bottom (`Bytes`, `BytesPerS`, `Seconds`, `FlopPerS`, `Watts`)
 are what config models use, so a bad unit becomes a validation error with its key path.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -60,8 +61,9 @@ def parse_quantity(value: object, dimension: str) -> float:
     elif isinstance(value, str):
         result = _parse_text(value, dimension)
     else:
-        raise ValueError(f"{value!r} is not a valid {dimension.replace('_', ' ')}; "
-                         f"expected {_DIMENSIONS[dimension][1]}")
+        raise ValueError(
+            f"{value!r} is not a valid {dimension.replace('_', ' ')}; expected {_DIMENSIONS[dimension][1]}"
+        )
     if result != result or result in (float("inf"), float("-inf")):
         raise ValueError(f"{value!r} is not a finite {dimension.replace('_', ' ')}")
     return result

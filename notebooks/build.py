@@ -6,6 +6,7 @@ Every notebook starts from the project's scenarios, runs top to bottom in under 
 2-core machine, and is executed by tests/end_to_end/test_notebooks.py so it cannot rot. Cells that draw end in
 `;` so a figure shows once.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,8 +61,10 @@ for name, value in summary_rows(result.bottleneck):
     code("""
 from sim.workloads.cp_inference.plots import cp_breakdown
 cp_breakdown(result.metrics, title="70B, 128K prefill on 2 hosts");"""),
-    md("The first layer on the GPUs of host 0: attention steps on the compute stream, the ring send on "
-       "the NIC hidden under step 0, then the TP all-reduce over NVLink."),
+    md(
+        "The first layer on the GPUs of host 0: attention steps on the compute stream, the ring send on "
+        "the NIC hidden under step 0, then the TP all-reduce over NVLink."
+    ),
     code("""result.plot.timeline(window_s=(0, 0.045), max_rows=12);"""),
     md("""
 ## TTFT against hosts, pass-KV vs pass-Q

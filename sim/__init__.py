@@ -5,6 +5,7 @@ Notebook API:
     result = run(load_scenario("scenarios/allreduce-2x8-h100.yaml", ["workload.bytes=1GiB"]))
     result.metrics, result.spans, result.links
 """
+
 from sim.runner import RunResult, run
 from sim.scenario.model import Scenario, load_scenario, scenario_from_dict
 

@@ -10,6 +10,7 @@
 
 User errors (bad YAML, unknown keys, bad units, impossible values) print one line and exit 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ EXIT_USAGE = 2
 def _table(title: str, rows: list[tuple[str, str]]) -> None:
     from rich.console import Console
     from rich.table import Table
+
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -34,6 +36,7 @@ def _table(title: str, rows: list[tuple[str, str]]) -> None:
 
 def _fmt(key: str, value) -> str:
     from hardware_models.units import format_bytes, format_rate, format_seconds
+
     if isinstance(value, float):
         if key.endswith("_bytes_per_s"):
             return format_rate(value)
@@ -51,29 +54,39 @@ def _fmt(key: str, value) -> str:
 def cmd_run(args) -> int:
     from sim.runner import run
     from sim.scenario.model import load_scenario
+
     scenario = load_scenario(args.scenario, args.set)
     from sim.engine.progress import progress_enabled
     from sim.scenario.estimate import DEFAULT_LIMITS
+
     try:
-        result = run(scenario, progress=progress_enabled(args.quiet or args.json),
-                     limits=None if args.no_limits else DEFAULT_LIMITS)
+        result = run(
+            scenario,
+            progress=progress_enabled(args.quiet or args.json),
+            limits=None if args.no_limits else DEFAULT_LIMITS,
+        )
     except ScenarioError as err:
         raise err.with_file(args.scenario) from None
     if args.out:
         from sim.report.output import write_run
         from sim.report.trace import parse_window
+
         write_run(result, args.out, trace_window_s=parse_window(args.trace_window))
     summary = result.summary()
     if args.json:
         print(json.dumps(summary))
         return 0
     metrics = dict(result.metrics)
-    jobs = metrics.pop("jobs", None) if scenario.workloads is not None else None     # several jobs: one row each
+    jobs = metrics.pop("jobs", None) if scenario.workloads is not None else None  # several jobs: one row each
     rows = [(f"{j}.{k}", _fmt(k, v)) for j, m in (jobs or {}).items() for k, v in m.items()]
     rows += [(k, _fmt(k, v)) for k, v in metrics.items()]
-    rows += [("sim_time_s", _fmt("sim_time_s", result.sim_time_s)), ("wall_s", f"{result.wall_s:.3f} s"),
-             ("events", str(result.events))]
+    rows += [
+        ("sim_time_s", _fmt("sim_time_s", result.sim_time_s)),
+        ("wall_s", f"{result.wall_s:.3f} s"),
+        ("events", str(result.events)),
+    ]
     from sim.report.bottleneck import summary_rows
+
     rows += summary_rows(result.bottleneck)
     _table(f"{scenario.name} ({scenario.kind})", rows)
     if args.links:
@@ -88,36 +101,49 @@ def _links_table(links, top: int) -> None:
     from rich.table import Table
 
     from hardware_models.units import format_bytes, format_rate, format_seconds
+
     table = Table(title=f"busiest {top} links", header_style="bold")
     for col in ("link", "kind", "capacity", "bytes", "busy", "utilisation"):
         table.add_column(col, justify="left" if col in ("link", "kind") else "right")
     for row in links.sort_values(["utilisation", "link"], ascending=[False, True]).head(top).itertuples():
-        table.add_row(row.link, row.kind, format_rate(row.capacity_bytes_per_s), format_bytes(row.bytes),
-                      format_seconds(row.busy_s), f"{row.utilisation:.1%}")
+        table.add_row(
+            row.link,
+            row.kind,
+            format_rate(row.capacity_bytes_per_s),
+            format_bytes(row.bytes),
+            format_seconds(row.busy_s),
+            f"{row.utilisation:.1%}",
+        )
     Console().print(table)
 
 
 def cmd_sweep(args) -> int:
     from sim.studies.sweep import sweep_command
+
     return sweep_command(args)
 
 
 def cmd_validate(args) -> int:
     from validation.harness import main as validate_main  # lazy: dcsim works without torch
+
     return validate_main(args)
 
 
 def cmd_check(args) -> int:
     from sim.scenario.model import load_scenario
+
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
     from sim.scenario.estimate import enforce
+
     try:
-        est = enforce(scenario)                  # exit 2 with the estimate if `run` would refuse it
+        est = enforce(scenario)  # exit 2 with the estimate if `run` would refuse it
     except ScenarioError as err:
         raise err.with_file(args.scenario) from None
-    print(f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
-          f"network {scenario.network_model} ({hw.topology.kind})")
+    print(
+        f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
+        f"network {scenario.network_model} ({hw.topology.kind})"
+    )
     for line in est.lines():
         print(line)
     return 0
@@ -126,18 +152,21 @@ def cmd_check(args) -> int:
 def cmd_plan(args) -> int:
     from sim.scenario.model import load_scenario
     from sim.workloads import WORKLOADS, Workload, workload_for
+
     scenario = load_scenario(args.scenario, args.set)
-    kind = scenario.kind                           # "multi" for several jobs: no plan
+    kind = scenario.kind  # "multi" for several jobs: no plan
     report = workload_for(kind).plan_report(scenario) if scenario.workload is not None else None
-    if report is None:                             # the kinds that have a static plan (`Workload.plan_report`)
+    if report is None:  # the kinds that have a static plan (`Workload.plan_report`)
         planned = [w.kind for w in WORKLOADS if type(w).plan_report is not Workload.plan_report]
-        raise ScenarioError(f"dcsim plan needs a workload with a static plan ({', '.join(planned)})",
-                            path="workload.kind", value=kind)
+        raise ScenarioError(
+            f"dcsim plan needs a workload with a static plan ({', '.join(planned)})", path="workload.kind", value=kind
+        )
     if args.json:
         print(json.dumps(report["summary"]))
         return 0
     from rich.console import Console
     from rich.table import Table
+
     table = Table(title=report["title"], show_header=True, header_style="bold")
     for i, col in enumerate(report["columns"]):
         table.add_column(col, justify="left" if i < 5 else "right")
@@ -152,15 +181,18 @@ def cmd_plan(args) -> int:
 def cmd_schema(args) -> int:
     if args.markdown:
         from sim.scenario.schema_doc import scenario_reference_markdown
+
         print(scenario_reference_markdown(), end="")
         return 0
     from sim.scenario.model import Scenario
+
     print(json.dumps(Scenario.model_json_schema(), indent=1))
     return 0
 
 
 def cmd_hw(args) -> int:
     from hardware_models import catalog
+
     if args.hw_cmd == "list":
         for section in ("device", "link", "tier"):
             for name in catalog.names(section):
@@ -185,10 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print exactly one JSON object")
     r.add_argument("--links", type=int, default=0, metavar="N", help="also print the N busiest links")
     r.add_argument("--quiet", action="store_true", help="no progress bar (also off when stderr is not a terminal)")
-    r.add_argument("--no-limits", action="store_true", help="run even if the cost estimate exceeds the limits "
-                   "(sim/scenario/estimate.py: 8 GiB, 1e9 events or simulated flows)")
-    r.add_argument("--trace-window", metavar="START:END", help="trace.json keeps spans starting in this "
-                   "simulated-time window, e.g. 0:2ms (cap on recorded spans: --set trace_limit=N)")
+    r.add_argument(
+        "--no-limits",
+        action="store_true",
+        help="run even if the cost estimate exceeds the limits "
+        "(sim/scenario/estimate.py: 8 GiB, 1e9 events or simulated flows)",
+    )
+    r.add_argument(
+        "--trace-window",
+        metavar="START:END",
+        help="trace.json keeps spans starting in this "
+        "simulated-time window, e.g. 0:2ms (cap on recorded spans: --set trace_limit=N)",
+    )
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("check", help="validate a scenario without running it")
     c.add_argument("scenario")
@@ -210,17 +250,32 @@ def build_parser() -> argparse.ArgumentParser:
     h.set_defaults(func=cmd_hw)
     w = sub.add_parser("sweep", help="many runs over a grid of overrides (parquet/csv table, resumable)")
     w.add_argument("scenario")
-    w.add_argument("--grid", action="append", default=[], metavar="KEY.PATH=V1,V2,...",
-                   help="swept key; several --grid multiply (cartesian product)")
-    w.add_argument("--zip", action="append", default=[], metavar="KEY.PATH=V1,V2,...",
-                   help="keys that advance together (equal lengths)")
+    w.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=V1,V2,...",
+        help="swept key; several --grid multiply (cartesian product)",
+    )
+    w.add_argument(
+        "--zip",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=V1,V2,...",
+        help="keys that advance together (equal lengths)",
+    )
     w.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="fixed override")
     w.add_argument("--workers", type=int, help="local processes (1: in this process; default: CPU count)")
     w.add_argument("--dask", metavar="tcp://HOST:PORT", help="dask.distributed scheduler, or 'local'")
     w.add_argument("--out", required=True, help="sweep directory (rerun into it to resume)")
     w.add_argument("--retry-failed", action="store_true", help="rerun points that ended with an error")
-    w.add_argument("--plot", action="append", default=[], metavar="METRIC",
-                   help="write METRIC-vs-KEY.png against the first swept key")
+    w.add_argument(
+        "--plot",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="write METRIC-vs-KEY.png against the first swept key",
+    )
     w.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     w.set_defaults(func=cmd_sweep)
     v = sub.add_parser("validate", help="measure real torch runs, calibrate on primitives, predict, compare")

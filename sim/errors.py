@@ -3,14 +3,16 @@
 Anything that can go wrong because of user input (scenario YAML, `--set`, records, trace files)
 raises `ScenarioError`; the CLI prints `str(error)` on one line and exits with code 2.
 """
+
 from __future__ import annotations
 
 _MISSING = object()
 
 
 class ScenarioError(Exception):
-    def __init__(self, message: str, path: str | None = None, value: object = _MISSING,
-                 file: str | None = None) -> None:
+    def __init__(
+        self, message: str, path: str | None = None, value: object = _MISSING, file: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
@@ -31,7 +33,7 @@ class ScenarioError(Exception):
         head = ": ".join(parts)
         value = "" if self.value is _MISSING else f"{_short(self.value)}: "
         text = f"{head}: {value}{self.message}" if head else f"{value}{self.message}"
-        return " ".join(text.split())       # always one line
+        return " ".join(text.split())  # always one line
 
 
 def _short(value: object, limit: int = 80) -> str:

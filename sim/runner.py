@@ -12,6 +12,7 @@ one workload here (its kind's `simulate`, sim/workloads/base.py) or several jobs
 (sim/tenancy.py). `RunResult` and its summary (the contract JSON object) live in sim/report/result.py;
 `RunResult`, `jsonable` and `scenario_sha256` are re-exported here for callers.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +37,7 @@ def run(scenario: Scenario, progress: bool = False, limits: Limits | None = DEFA
     """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs). A scenario
     whose estimated cost exceeds `limits` is refused first (sim/scenario/estimate.py; None: no limits)."""
     enforce(scenario, limits)
-    if scenario.workloads is not None:            # several jobs sharing the cluster
+    if scenario.workloads is not None:  # several jobs sharing the cluster
         return run_jobs(scenario, progress)
     with _fewer_gc_pauses():
         return _run_one(scenario, workload_for(scenario.workload.kind), progress)
@@ -61,17 +62,25 @@ def _run_one(scenario: Scenario, workload: Workload, progress: bool) -> RunResul
     wall_start = time.perf_counter()
     sim = Simulation(seed=scenario.seed, span_limit=scenario.trace_limit)
     try:
-        cluster = Cluster.build(sim, scenario.hardware, scenario.network_model,
-                                scenario.workload.host_pools(scenario.hardware))
+        cluster = Cluster.build(
+            sim, scenario.hardware, scenario.network_model, scenario.workload.host_pools(scenario.hardware)
+        )
     except ValueError as exc:
         raise ScenarioError(str(exc), path="hardware.topology") from None
     meter = EnergyMeter.attach(sim, cluster, scenario)
-    gc.freeze()             # the cluster and the meter live all run: out of the collector's scans too
+    gc.freeze()  # the cluster and the meter live all run: out of the collector's scans too
     proc = sim.process(workload.simulate(sim, cluster, scenario.workload))
     drive(sim.env, proc, progress)
     metrics = jsonable(proc.value)
     power = meter.report(float(sim.now))
     metrics.update({k: v for k, v in jsonable(power.metrics(metrics)).items() if k not in metrics})
-    return RunResult(scenario=scenario, metrics=metrics, sim_time_s=float(sim.now),
-                     wall_s=time.perf_counter() - wall_start, events=sim.env.events_processed,
-                     sim=sim, cluster=cluster, power=power)
+    return RunResult(
+        scenario=scenario,
+        metrics=metrics,
+        sim_time_s=float(sim.now),
+        wall_s=time.perf_counter() - wall_start,
+        events=sim.env.events_processed,
+        sim=sim,
+        cluster=cluster,
+        power=power,
+    )

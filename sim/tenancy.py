@@ -15,6 +15,7 @@ Top-level metrics: `jobs_count`, `makespan_s`, and the cluster's power and energ
 
 sim/runner.py dispatches here; this module does not import the runner (RunResult: sim/report/result.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -67,13 +68,25 @@ def run_jobs(scenario, progress: bool = False) -> RunResult:
         _, _, _, alone = _run_together(scenario, [(job, hosts)], pools, False, metered=False)
         metrics, done_s = shared[job.name]
         done_alone_s = alone[job.name][1]
-        per_job[job.name] = {**jsonable(metrics), "kind": job.kind, "hosts": hosts,
-                             "gpus": len(hosts) * scenario.hardware.gpus_per_node,
-                             "completion_s": done_s, "alone_completion_s": done_alone_s,
-                             "slowdown_vs_alone": done_s / done_alone_s if done_alone_s > 0 else 1.0}
+        per_job[job.name] = {
+            **jsonable(metrics),
+            "kind": job.kind,
+            "hosts": hosts,
+            "gpus": len(hosts) * scenario.hardware.gpus_per_node,
+            "completion_s": done_s,
+            "alone_completion_s": done_alone_s,
+            "slowdown_vs_alone": done_s / done_alone_s if done_alone_s > 0 else 1.0,
+        }
     metrics = {"jobs": per_job, "jobs_count": len(jobs), "makespan_s": sim_time_s}
     power = meter.report(sim_time_s)
     metrics.update({k: v for k, v in jsonable(power.metrics(metrics)).items() if k not in metrics})
-    return RunResult(scenario=scenario, metrics=metrics, sim_time_s=sim_time_s,
-                     wall_s=time.perf_counter() - wall_start, events=sim.env.events_processed,
-                     sim=sim, cluster=cluster, power=power)
+    return RunResult(
+        scenario=scenario,
+        metrics=metrics,
+        sim_time_s=sim_time_s,
+        wall_s=time.perf_counter() - wall_start,
+        events=sim.env.events_processed,
+        sim=sim,
+        cluster=cluster,
+        power=power,
+    )

@@ -1,4 +1,5 @@
 """Shared helpers for the tests: small clusters built straight from specs."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,14 @@ from sim.scenario.model import scenario_from_dict
 
 
 def make_scenario(workload: dict, **hardware) -> object:
-    hw = {"gpu": "h100-sxm", "gpus_per_node": 1, "nodes": 4, "scale_up": "nvlink4", "nic": "cx7-400g-rdma",
-          "topology": {"kind": "single-switch"}}
+    hw = {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 1,
+        "nodes": 4,
+        "scale_up": "nvlink4",
+        "nic": "cx7-400g-rdma",
+        "topology": {"kind": "single-switch"},
+    }
     hw.update(hardware)
     network_model = hw.pop("network_model", "flow")
     return scenario_from_dict({"name": "test", "network_model": network_model, "hardware": hw, "workload": workload})

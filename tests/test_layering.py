@@ -12,6 +12,7 @@ Every import counts, also those inside functions. No two units (packages of sim/
 sim/, a workload kind's package) import each other, directly or round a loop; torch is imported only
 under validation/.
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,8 +24,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for top in ("sim", "hardware_models", "validation") for p in (ROOT / top).rglob("*.py"))
 LOW_LEVEL = ("sim.engine", "sim.network", "sim.memory")
-ABOVE_WORKLOADS = ("sim.workloads", "sim.scenario", "sim.report", "sim.studies", "sim.runner", "sim.cli",
-                   "sim.tenancy", "validation")
+ABOVE_WORKLOADS = (
+    "sim.workloads",
+    "sim.scenario",
+    "sim.report",
+    "sim.studies",
+    "sim.runner",
+    "sim.cli",
+    "sim.tenancy",
+    "validation",
+)
 
 
 def module_name(path: Path) -> str:
@@ -58,7 +67,7 @@ def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "sim":
         return parts[0]
-    if len(parts) >= 3 and parts[1] == "workloads":      # a kind's package, or the shared base
+    if len(parts) >= 3 and parts[1] == "workloads":  # a kind's package, or the shared base
         return ".".join(parts[:3])
     return ".".join(parts[:2]) if len(parts) > 1 else "sim"
 
@@ -76,8 +85,9 @@ def within(module: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def violations(where: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
-    return sorted(f"{m} imports {dep}" for m, deps in GRAPH.items() if within(m, where)
-                  for dep in deps if within(dep, forbidden))
+    return sorted(
+        f"{m} imports {dep}" for m, deps in GRAPH.items() if within(m, where) for dep in deps if within(dep, forbidden)
+    )
 
 
 def test_hardware_models_imports_nothing_of_sim_or_simpy():
@@ -100,8 +110,9 @@ def test_sim_imports_validation_only_lazily_from_the_cli():
 
 
 def test_torch_only_under_validation():
-    users = [str(p.relative_to(ROOT)) for p in SOURCES
-             if any(m == "torch" or m.startswith("torch.") for m in imports_of(p))]
+    users = [
+        str(p.relative_to(ROOT)) for p in SOURCES if any(m == "torch" or m.startswith("torch.") for m in imports_of(p))
+    ]
     assert [u for u in users if not u.startswith("validation/")] == []
 
 
@@ -110,7 +121,7 @@ def test_no_two_units_import_each_other_round_a_loop():
     for module, deps in GRAPH.items():
         for dep in deps:
             a, b = unit(module), unit(dep)
-            if a != b and a != "sim" and b != "sim":      # sim/__init__ re-exports the notebook API
+            if a != b and a != "sim" and b != "sim":  # sim/__init__ re-exports the notebook API
                 units.add_edge(a, b)
     cycles = [c for c in nx.simple_cycles(units)]
     assert cycles == [], f"import loops between units: {cycles[:10]}"

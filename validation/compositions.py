@@ -15,6 +15,7 @@ These are what the simulator predicts from the calibrated primitives (never fitt
   looked-up row gets -lr x its bag's pooled gradient by one `scatter_add_`, instead of torch's generic
   sparse-gradient path (a sparse COO gradient, coalesce, then a sparse add).
 """
+
 from __future__ import annotations
 
 import time
@@ -26,21 +27,26 @@ from validation.timing import Context, Timing, summarize
 
 
 def transformer_configs(quick: bool, gpu: bool = False) -> list[dict]:
-    if gpu:        # Llama-like widths (Llama 3 8B: hidden 4096, FFN 14336, 32 heads) at a few layers
-        configs = [{"layers": 4, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 4096, "repeats": 10},
-                   {"layers": 2, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 16384, "repeats": 5},
-                   {"layers": 8, "hidden": 2048, "ffn": 8192, "heads": 16, "seq": 8192, "repeats": 5},
-                   {"layers": 8, "hidden": 1024, "ffn": 4096, "heads": 8, "seq": 2048, "repeats": 10}]
+    if gpu:  # Llama-like widths (Llama 3 8B: hidden 4096, FFN 14336, 32 heads) at a few layers
+        configs = [
+            {"layers": 4, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 4096, "repeats": 10},
+            {"layers": 2, "hidden": 4096, "ffn": 14336, "heads": 32, "seq": 16384, "repeats": 5},
+            {"layers": 8, "hidden": 2048, "ffn": 8192, "heads": 16, "seq": 8192, "repeats": 5},
+            {"layers": 8, "hidden": 1024, "ffn": 4096, "heads": 8, "seq": 2048, "repeats": 10},
+        ]
         return configs[:1] if quick else configs
     if quick:
         return [{"layers": 2, "hidden": 512, "ffn": 1408, "heads": 8, "seq": 1024, "repeats": 3}]
-    return [{"layers": 2, "hidden": 512, "ffn": 1408, "heads": 8, "seq": 2048, "repeats": 5},
-            {"layers": 4, "hidden": 256, "ffn": 704, "heads": 4, "seq": 1024, "repeats": 5},
-            {"layers": 2, "hidden": 768, "ffn": 2048, "heads": 12, "seq": 512, "repeats": 5}]
+    return [
+        {"layers": 2, "hidden": 512, "ffn": 1408, "heads": 8, "seq": 2048, "repeats": 5},
+        {"layers": 4, "hidden": 256, "ffn": 704, "heads": 4, "seq": 1024, "repeats": 5},
+        {"layers": 2, "hidden": 768, "ffn": 2048, "heads": 12, "seq": 512, "repeats": 5},
+    ]
 
 
 def measure_transformer(ctx: Context) -> list:
     from validation import torch_models as tm
+
     torch = ctx.torch
     out = []
     dtype = compute_dtype(ctx)
@@ -50,13 +56,22 @@ def measure_transformer(ctx: Context) -> list:
         x = torch.randn(1, cfg["seq"], cfg["hidden"], device=ctx.device).to(tdt)
         t = ctx.time(lambda: model(x), cfg["repeats"], warmup=1)
         params = {k: cfg[k] for k in ("layers", "hidden", "ffn", "heads", "seq")}
-        out.append(ctx.record(f"transformer_prefill/{dtype}/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}"
-                              if dtype != "fp32" else f"transformer_prefill/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}",
-                              "composition", "transformer_prefill", {**params, "dtype": dtype}, t))
+        out.append(
+            ctx.record(
+                f"transformer_prefill/{dtype}/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}"
+                if dtype != "fp32"
+                else f"transformer_prefill/L{cfg['layers']}-d{cfg['hidden']}-s{cfg['seq']}",
+                "composition",
+                "transformer_prefill",
+                {**params, "dtype": dtype},
+                t,
+            )
+        )
     return out
 
 
 # ---- DataLoader ---------------------------------------------------------------------------------
+
 
 def busy_work(iterations: int) -> int:
     """A fixed amount of pure-Python CPU work (no I/O, no allocation to speak of)."""
@@ -77,6 +92,7 @@ class BusyDataset:
 
     def __getitem__(self, i: int):
         import torch
+
         busy_work(self.iterations)
         return torch.full((256,), float(i))
 
@@ -84,11 +100,11 @@ class BusyDataset:
 def _pipeline_once(torch, dataset, batch: int, workers: int, batches: int, step_s: float) -> float:
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers, prefetch_factor=2)
     it = iter(loader)
-    next(it)                                   # worker start-up and the first batch: not timed
+    next(it)  # worker start-up and the first batch: not timed
     start = time.perf_counter()
     for _ in range(batches):
         next(it)
-        time.sleep(step_s)                     # the trainer's step (an accelerator; no host CPU)
+        time.sleep(step_s)  # the trainer's step (an accelerator; no host CPU)
     elapsed = time.perf_counter() - start
     del it
     return elapsed
@@ -99,18 +115,25 @@ def measure_dataloader(ctx: Context, workers: int = 2, batch: int = 8) -> list:
     iterations = 100_000
     per_sample = summarize([_timed_call(busy_work, iterations) for _ in range(15)])
     c = per_sample.median_s
-    supply = workers / c                                   # samples/s the workers can produce
+    supply = workers / c  # samples/s the workers can produce
     batches, repeats = (12, 2) if ctx.quick else (30, 3)
     out = []
     for regime, demand_factor in (("data-bound", 2.0), ("trainer-bound", 0.5)):
-        demand = supply * demand_factor                    # samples/s the trainer could consume
+        demand = supply * demand_factor  # samples/s the trainer could consume
         step_s = batch / demand
         dataset = BusyDataset(batch * (batches + 2) * workers, iterations)
         samples = [_pipeline_once(torch, dataset, batch, workers, batches, step_s) for _ in range(repeats)]
         t = summarize(samples)
-        params = {"workers": workers, "batch": batch, "batches": batches, "step_s": step_s,
-                  "cpu_s_per_sample": c, "cpu_s_per_sample_spread": per_sample.spread_s,
-                  "sample_bytes": 1024, "regime": regime}
+        params = {
+            "workers": workers,
+            "batch": batch,
+            "batches": batches,
+            "step_s": step_s,
+            "cpu_s_per_sample": c,
+            "cpu_s_per_sample_spread": per_sample.spread_s,
+            "sample_bytes": 1024,
+            "regime": regime,
+        }
         out.append(ctx.record(f"dataloader/{regime}/w{workers}", "composition", "dataloader", params, t))
     return out
 
@@ -123,20 +146,77 @@ def _timed_call(fn, *args) -> float:
 
 # ---- embedding-bag + MLP training step ------------------------------------------------------------
 
+
 def embedding_configs(quick: bool, gpu: bool = False) -> list[dict]:
     if gpu:
-        configs = [{"tables": 8, "rows": 4_000_000, "dim": 128, "pooling": 32, "zipf_alpha": 1.05, "batch": 16384,
-                    "dense_features": 13, "bottom_mlp": [512, 256, 128], "top_mlp": [1024, 512, 1], "repeats": 10},
-                   {"tables": 8, "rows": 10_000_000, "dim": 64, "pooling": 16, "zipf_alpha": 0.0, "batch": 32768,
-                    "dense_features": 13, "bottom_mlp": [256, 64], "top_mlp": [512, 256, 1], "repeats": 10}]
+        configs = [
+            {
+                "tables": 8,
+                "rows": 4_000_000,
+                "dim": 128,
+                "pooling": 32,
+                "zipf_alpha": 1.05,
+                "batch": 16384,
+                "dense_features": 13,
+                "bottom_mlp": [512, 256, 128],
+                "top_mlp": [1024, 512, 1],
+                "repeats": 10,
+            },
+            {
+                "tables": 8,
+                "rows": 10_000_000,
+                "dim": 64,
+                "pooling": 16,
+                "zipf_alpha": 0.0,
+                "batch": 32768,
+                "dense_features": 13,
+                "bottom_mlp": [256, 64],
+                "top_mlp": [512, 256, 1],
+                "repeats": 10,
+            },
+        ]
         return configs[:1] if quick else configs
     if quick:
-        return [{"tables": 2, "rows": 500_000, "dim": 64, "pooling": 16, "zipf_alpha": 1.05, "batch": 1024,
-                 "dense_features": 13, "bottom_mlp": [128, 64], "top_mlp": [256, 1], "repeats": 5}]
-    return [{"tables": 4, "rows": 500_000, "dim": 64, "pooling": 16, "zipf_alpha": 1.05, "batch": 1024,
-             "dense_features": 13, "bottom_mlp": [128, 64], "top_mlp": [256, 1], "repeats": 10},
-            {"tables": 4, "rows": 1_000_000, "dim": 64, "pooling": 32, "zipf_alpha": 0.0, "batch": 512,
-             "dense_features": 13, "bottom_mlp": [256, 64], "top_mlp": [512, 256, 1], "repeats": 10}]
+        return [
+            {
+                "tables": 2,
+                "rows": 500_000,
+                "dim": 64,
+                "pooling": 16,
+                "zipf_alpha": 1.05,
+                "batch": 1024,
+                "dense_features": 13,
+                "bottom_mlp": [128, 64],
+                "top_mlp": [256, 1],
+                "repeats": 5,
+            }
+        ]
+    return [
+        {
+            "tables": 4,
+            "rows": 500_000,
+            "dim": 64,
+            "pooling": 16,
+            "zipf_alpha": 1.05,
+            "batch": 1024,
+            "dense_features": 13,
+            "bottom_mlp": [128, 64],
+            "top_mlp": [256, 1],
+            "repeats": 10,
+        },
+        {
+            "tables": 4,
+            "rows": 1_000_000,
+            "dim": 64,
+            "pooling": 32,
+            "zipf_alpha": 0.0,
+            "batch": 512,
+            "dense_features": 13,
+            "bottom_mlp": [256, 64],
+            "top_mlp": [512, 256, 1],
+            "repeats": 10,
+        },
+    ]
 
 
 def _mlp(torch, sizes: list[int]):
@@ -162,9 +242,17 @@ def measure_embedding_step(ctx: Context, seed: int = 0) -> list:
         lr = 0.01
         opt_dense = torch.optim.SGD(list(bottom.parameters()) + list(top.parameters()), lr=lr)
         offsets = torch.arange(0, B * P, P, device=ctx.device)
-        batches = [([torch.from_numpy(zipf_indices(rng, cfg["rows"], B * P, cfg["zipf_alpha"])).to(ctx.device)
-                     for _ in range(T)], torch.randn(B, cfg["dense_features"], device=ctx.device),
-                    torch.randint(0, 2, (B, 1), device=ctx.device).float()) for _ in range(4)]
+        batches = [
+            (
+                [
+                    torch.from_numpy(zipf_indices(rng, cfg["rows"], B * P, cfg["zipf_alpha"])).to(ctx.device)
+                    for _ in range(T)
+                ],
+                torch.randn(B, cfg["dense_features"], device=ctx.device),
+                torch.randint(0, 2, (B, 1), device=ctx.device).float(),
+            )
+            for _ in range(4)
+        ]
         iu = torch.triu_indices(T + 1, T + 1, offset=1)
         state = {"i": 0}
 
@@ -172,23 +260,32 @@ def measure_embedding_step(ctx: Context, seed: int = 0) -> list:
             idx, dense, label = batches[state["i"] % len(batches)]
             state["i"] += 1
             x = bottom(dense)
-            pooled = [torch.nn.functional.embedding_bag(ix, w, offsets, mode="sum").requires_grad_()
-                      for w, ix in zip(tables, idx)]
-            feats = torch.stack([x] + pooled, 1)                                      # [B, T+1, d]
+            pooled = [
+                torch.nn.functional.embedding_bag(ix, w, offsets, mode="sum").requires_grad_()
+                for w, ix in zip(tables, idx)
+            ]
+            feats = torch.stack([x] + pooled, 1)  # [B, T+1, d]
             inter = torch.bmm(feats, feats.transpose(1, 2))[:, iu[0], iu[1]]
             logit = top(torch.cat([x, inter], 1))
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, label)
             opt_dense.zero_grad()
             loss.backward()
             opt_dense.step()
-            with torch.no_grad():                # fused embedding backward + SGD (as FBGEMM's TBE):
-                for w, ix, po in zip(tables, idx, pooled):     # every looked-up row += -lr x its bag's grad
+            with torch.no_grad():  # fused embedding backward + SGD (as FBGEMM's TBE):
+                for w, ix, po in zip(tables, idx, pooled):  # every looked-up row += -lr x its bag's grad
                     w.scatter_add_(0, ix.unsqueeze(1).expand(-1, d), po.grad.repeat_interleave(P, 0).mul_(-lr))
 
         t = ctx.time(step, cfg["repeats"], warmup=2)
         params = {k: v for k, v in cfg.items() if k != "repeats"}
-        out.append(ctx.record(f"embedding_step/t{T}-r{cfg['rows']}-p{P}-b{B}-z{cfg['zipf_alpha']:g}",
-                              "composition", "embedding_step", {**params, "dtype": "fp32", "optimizer": "sgd"}, t))
+        out.append(
+            ctx.record(
+                f"embedding_step/t{T}-r{cfg['rows']}-p{P}-b{B}-z{cfg['zipf_alpha']:g}",
+                "composition",
+                "embedding_step",
+                {**params, "dtype": "fp32", "optimizer": "sgd"},
+                t,
+            )
+        )
     return out
 
 

@@ -15,6 +15,7 @@ joined by torch.distributed - gloo over loopback TCP on CPU, NCCL on 2 GPUs - ea
 Every timed iteration starts after a barrier; its time is the slower rank's. Rank 0 writes the raw
 results to a JSON file the parent turns into records.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,11 +68,16 @@ def _comm(dist, torch, device: str, sizes: list[int], quick: bool) -> list[dict]
             reqs = [dist.isend(a, peer), dist.irecv(b, peer)]
             for r in reqs:
                 r.wait()
-        cases = {"send_recv": send_recv, "all_reduce": lambda: dist.all_reduce(a),
-                 "all_to_all": lambda: dist.all_to_all_single(b, a)}
+
+        cases = {
+            "send_recv": send_recv,
+            "all_reduce": lambda: dist.all_reduce(a),
+            "all_to_all": lambda: dist.all_to_all_single(b, a),
+        }
         for op, fn in cases.items():
-            rows.append({"workload": op, "params": {"bytes": numel * 4, "ranks": 2},
-                         **_timed(dist, torch, fn, reps, 2, device)})
+            rows.append(
+                {"workload": op, "params": {"bytes": numel * 4, "ranks": 2}, **_timed(dist, torch, fn, reps, 2, device)}
+            )
     return rows
 
 
@@ -90,12 +96,23 @@ def _lockstep_primitives(dist, torch, device: str) -> list[dict]:
 
     ctx = Lockstep(torch, device.split(":")[0], torch.get_num_threads(), quick=True)
     records = primitives.measure_gemm(ctx) + primitives.measure_sdpa(ctx) + primitives.measure_copy(ctx)
-    return [{"workload": r.workload, "name": LOCKSTEP_PREFIX + r.name, "params": r.params, "median_s": r.median_s,
-             "spread_s": r.spread_s, "repeats": r.repeats, "min_s": r.min_s} for r in records]
+    return [
+        {
+            "workload": r.workload,
+            "name": LOCKSTEP_PREFIX + r.name,
+            "params": r.params,
+            "median_s": r.median_s,
+            "spread_s": r.spread_s,
+            "repeats": r.repeats,
+            "min_s": r.min_s,
+        }
+        for r in records
+    ]
 
 
 def _cp(dist, torch, device: str, configs: list[dict]) -> list[dict]:
     from validation import torch_models as tm
+
     rank, world = dist.get_rank(), dist.get_world_size()
     rows = []
     for cfg in configs:
@@ -114,18 +131,26 @@ def _cp(dist, torch, device: str, configs: list[dict]) -> list[dict]:
             checks = {}
             if rank == 0:
                 err = (tm.unshard(gathered, world) - reference).abs().max().item()
-                checks = {"max_abs_error_vs_single_process": err,
-                          "exact": bool(err <= 1e-4 * max(1.0, reference.abs().max().item()))}
+                checks = {
+                    "max_abs_error_vs_single_process": err,
+                    "exact": bool(err <= 1e-4 * max(1.0, reference.abs().max().item())),
+                }
             params = {k: cfg[k] for k in ("layers", "hidden", "ffn", "heads", "seq")}
-            rows.append({"workload": "ring_attention", "params": {**params, "cp": world, "ring": ring,
-                                                                  "dtype": "fp32"},
-                         "checks": checks, **timing})
+            rows.append(
+                {
+                    "workload": "ring_attention",
+                    "params": {**params, "cp": world, "ring": ring, "dtype": "fp32"},
+                    "checks": checks,
+                    **timing,
+                }
+            )
     return rows
 
 
 def _worker(rank: int, port: int, device: str, threads: int, comm_sizes, cp_configs, quick, out_path):
     import torch
     import torch.distributed as dist
+
     torch.set_num_threads(threads)
     backend = "nccl" if device == "cuda" else "gloo"
     if device == "cuda":
@@ -133,8 +158,11 @@ def _worker(rank: int, port: int, device: str, threads: int, comm_sizes, cp_conf
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     dev = f"cuda:{rank}" if device == "cuda" else "cpu"
     try:
-        rows = (_comm(dist, torch, dev, comm_sizes, quick) + _lockstep_primitives(dist, torch, dev)
-                + _cp(dist, torch, dev, cp_configs))
+        rows = (
+            _comm(dist, torch, dev, comm_sizes, quick)
+            + _lockstep_primitives(dist, torch, dev)
+            + _cp(dist, torch, dev, cp_configs)
+        )
         if rank == 0:
             with open(out_path, "w") as f:
                 json.dump(rows, f)
@@ -146,14 +174,20 @@ def _worker(rank: int, port: int, device: str, threads: int, comm_sizes, cp_conf
 def run_two_process(ctx, comm_sizes: list[int], cp_configs: list[dict]) -> list:
     """Spawn the 2-process session and return its measurements as records."""
     import torch.multiprocessing as mp
+
     with tempfile.TemporaryDirectory() as tmp:
         out_path = os.path.join(tmp, "rows.json")
-        mp.spawn(_worker, args=(_free_port(), ctx.device, ctx.threads, comm_sizes, cp_configs, ctx.quick,
-                                out_path), nprocs=2, join=True)
+        mp.spawn(
+            _worker,
+            args=(_free_port(), ctx.device, ctx.threads, comm_sizes, cp_configs, ctx.quick, out_path),
+            nprocs=2,
+            join=True,
+        )
         with open(out_path) as f:
             rows = json.load(f)
     records = []
     from validation.timing import Timing
+
     for row in rows:
         p = row["params"]
         if row["workload"] == "ring_attention":
@@ -165,6 +199,7 @@ def run_two_process(ctx, comm_sizes: list[int], cp_configs: list[dict]) -> list:
             name = f"{row['workload']}/{p['bytes']}B"
             family = "primitive"
         timing = Timing(row["median_s"], row["spread_s"], row["repeats"], row["min_s"])
-        records.append(ctx.record(name, family, row["workload"], p, timing, processes=2,
-                                  checks=row.get("checks") or {}))
+        records.append(
+            ctx.record(name, family, row["workload"], p, timing, processes=2, checks=row.get("checks") or {})
+        )
     return records

@@ -18,6 +18,7 @@ hardware_models/catalog/devices.yaml; multi-host predictions made with it are pr
     python validation/fit_cp_single_host.py            # fit and print the catalog entry
     python validation/fit_cp_single_host.py --check    # compare the catalog entry with the points
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,14 @@ from sim.scenario.model import scenario_from_dict
 BASE = "h100-96gb-500w"
 CALIBRATED = "h100-96gb-500w-cp-calibrated"
 # (metric, context tokens, reported seconds) - arXiv 2411.01783, single host TP8, RDMA hosts
-POINTS = [("ttft", 8192, 1.740), ("ttft", 32768, 7.658), ("ttft", 131072, 42.010),
-          ("decode", 8192, 0.0445), ("decode", 32768, 0.0445), ("decode", 131072, 0.0463)]
+POINTS = [
+    ("ttft", 8192, 1.740),
+    ("ttft", 32768, 7.658),
+    ("ttft", 131072, 42.010),
+    ("decode", 8192, 0.0445),
+    ("decode", 32768, 0.0445),
+    ("decode", 131072, 0.0463),
+]
 PARAMS = ["gemm", "attention", "attention_half_seq", "memory"]
 LOWER = [0.2, 0.2, 1.0, 0.4]
 UPPER = [1.0, 1.0, 4096.0, 1.0]
@@ -44,16 +51,31 @@ START = [0.75, 0.6, 512.0, 0.85]
 def scenario(gpu, metric: str, tokens: int):
     if metric == "ttft":
         request = {"prompt_tokens": tokens}
-    else:                                   # one decode step at `tokens` context
+    else:  # one decode step at `tokens` context
         request = {"prompt_tokens": 1, "cached_tokens": tokens - 1, "decode_tokens": 1}
-    return scenario_from_dict({
-        "name": f"fit-{metric}-{tokens}",
-        "hardware": {"gpu": gpu, "gpus_per_node": 8, "nodes": 1, "scale_up": "nvlink4", "nic": "cx7-400g-rdma",
-                     "topology": {"kind": "single-switch"}},
-        "workload": {"kind": "cp_inference", "model": "llama3-405b", "dtype": "bf16", "ffn_dtype": "fp8",
-                     "parallelism": {"tp": 8}, "requests": [request],
-                     # identical layers: two simulated, the rest replayed (exact, tests/workloads/cp_inference/test_cp_inference.py)
-                     "simulate": {"layers": 2}}})
+    return scenario_from_dict(
+        {
+            "name": f"fit-{metric}-{tokens}",
+            "hardware": {
+                "gpu": gpu,
+                "gpus_per_node": 8,
+                "nodes": 1,
+                "scale_up": "nvlink4",
+                "nic": "cx7-400g-rdma",
+                "topology": {"kind": "single-switch"},
+            },
+            "workload": {
+                "kind": "cp_inference",
+                "model": "llama3-405b",
+                "dtype": "bf16",
+                "ffn_dtype": "fp8",
+                "parallelism": {"tp": 8},
+                "requests": [request],
+                # identical layers: two simulated, the rest replayed (exact, tests/workloads/cp_inference/test_cp_inference.py)
+                "simulate": {"layers": 2},
+            },
+        }
+    )
 
 
 def predict(gpu) -> np.ndarray:
@@ -74,8 +96,7 @@ def fit():
     def residuals(x):
         return np.log(predict(gpu_with(x)) / reported)
 
-    result = least_squares(residuals, START, bounds=(LOWER, UPPER), x_scale=[0.1, 0.1, 100.0, 0.1],
-                           diff_step=1e-3)
+    result = least_squares(residuals, START, bounds=(LOWER, UPPER), x_scale=[0.1, 0.1, 100.0, 0.1], diff_step=1e-3)
     return result, reported
 
 

@@ -16,6 +16,7 @@
 Published figures (validation/records/published.yaml) are always loaded as records; those marked
 used_for_calibration are shown but not counted.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,13 +62,14 @@ class Validation:
         wall / CPU time is above 1.15. (On this VM a neighbour's load shows up in neither the load
         average nor the CPU time, but it does slow a compute-bound GEMM.)"""
         if self.records and self.records[0].device_kind == "cuda":
-            return self.contention > 1.15        # a GPU's fp32 GEMM fraction says nothing about CPU load
+            return self.contention > 1.15  # a GPU's fp32 GEMM fraction says nothing about CPU load
         return self.gemm_peak_fraction < 0.75 or self.contention > 1.15
 
     @property
     def gemm_peak_fraction(self) -> float:
-        gemms = [r for r in self.records if r.workload == "gemm" and r.params.get("dtype") == "fp32"
-                 and r.processes == 1]
+        gemms = [
+            r for r in self.records if r.workload == "gemm" and r.params.get("dtype") == "fp32" and r.processes == 1
+        ]
         nominal = (self.meta.get("nominal") or {}).get(gemms[0].device) if gemms else None
         if not gemms or not nominal:
             return 1.0
@@ -89,13 +91,17 @@ def measure(device: str = "cpu", quick: bool = False, log=_log) -> tuple[list[Re
     try:
         import torch
     except ImportError:
-        raise ScenarioError("torch is not installed: pip install 'dcsim[validate]' "
-                            "(or compare stored records with --compare RECORDS)", path="--device", value=device) from None
+        raise ScenarioError(
+            "torch is not installed: pip install 'dcsim[validate]' (or compare stored records with --compare RECORDS)",
+            path="--device",
+            value=device,
+        ) from None
     if device == "cuda" and not torch.cuda.is_available():
         raise ScenarioError("CUDA is not available on this machine; use --device cpu", path="--device", value=device)
     from validation import compositions, distributed, primitives
     from validation.compositions import transformer_configs
     from validation.timing import Context
+
     ctx = Context.create(device, threads=1, quick=quick)
     load_before = os.getloadavg()[0]
     if load_before > 1.0:
@@ -103,8 +109,14 @@ def measure(device: str = "cpu", quick: bool = False, log=_log) -> tuple[list[Re
     records: list[Record] = []
     steps = [("primitives (gemm, sdpa, copy, embedding_bag)", lambda: primitives.measure_all(ctx))]
     if device == "cpu" or torch.cuda.device_count() >= 2:
-        steps.append(("2 processes (send/recv, all-reduce, all-to-all, ring attention)",
-                      lambda: distributed.run_two_process(ctx, COMM_SIZES[quick], transformer_configs(quick, device == "cuda"))))
+        steps.append(
+            (
+                "2 processes (send/recv, all-reduce, all-to-all, ring attention)",
+                lambda: distributed.run_two_process(
+                    ctx, COMM_SIZES[quick], transformer_configs(quick, device == "cuda")
+                ),
+            )
+        )
     else:
         log("fewer than 2 GPUs: skipping the NCCL primitives and ring attention")
     steps.append(("compositions (transformer, DataLoader, embedding step)", lambda: compositions.measure_all(ctx)))
@@ -114,19 +126,28 @@ def measure(device: str = "cpu", quick: bool = False, log=_log) -> tuple[list[Re
         log(f"measured {what} in {time.perf_counter() - start:.1f} s")
     cont = contention(records)
     if cont > 1.15:
-        log(f"warning: other processes took {100 * (1 - 1 / cont):.0f}% of the measured core time (wall/CPU "
-            f"{cont:.2f}); measured times are inflated - rerun on a quiet machine")
+        log(
+            f"warning: other processes took {100 * (1 - 1 / cont):.0f}% of the measured core time (wall/CPU "
+            f"{cont:.2f}); measured times are inflated - rerun on a quiet machine"
+        )
     name = ctx.device_name
     nominal = nominal_cpu(ctx.threads) if device == "cpu" else nominal_gpu(name)
-    meta = {**machine_meta("quick" if quick else "full", ctx.torch_version), "nominal": {name: nominal},
-            "load_avg_1m": [load_before, os.getloadavg()[0]], "contention": cont}
+    meta = {
+        **machine_meta("quick" if quick else "full", ctx.torch_version),
+        "nominal": {name: nominal},
+        "load_avg_1m": [load_before, os.getloadavg()[0]],
+        "contention": cont,
+    }
     return records, meta
 
 
 def contention(records: list[Record]) -> float:
     """Median wall / CPU time of the single-process, single-thread records (1.0 on a quiet machine)."""
-    ratios = [r.median_s / r.checks["cpu_median_s"] for r in records
-              if r.processes == 1 and r.threads == 1 and r.checks.get("cpu_median_s")]
+    ratios = [
+        r.median_s / r.checks["cpu_median_s"]
+        for r in records
+        if r.processes == 1 and r.threads == 1 and r.checks.get("cpu_median_s")
+    ]
     return float(statistics.median(ratios)) if ratios else 1.0
 
 
@@ -134,16 +155,18 @@ def _nominal_for(records: list[Record], meta: dict) -> tuple[str, dict, int, str
     measured = [r for r in records if r.family != "published"]
     devices = sorted({r.device for r in measured})
     if len(devices) != 1:
-        raise ScenarioError("records must come from exactly one device (published figures aside)",
-                            path="records.device", value=devices)
+        raise ScenarioError(
+            "records must come from exactly one device (published figures aside)", path="records.device", value=devices
+        )
     name = devices[0]
     kind, threads = measured[0].device_kind, measured[0].threads
     nominal = (meta.get("nominal") or {}).get(name)
     if nominal is None:
         nominal = nominal_gpu(name) if kind == "cuda" else None
     if nominal is None:
-        raise ScenarioError("no nominal figures for this CPU in the records' meta.nominal", path="meta.nominal",
-                            value=name)
+        raise ScenarioError(
+            "no nominal figures for this CPU in the records' meta.nominal", path="meta.nominal", value=name
+        )
     _check_nominal(name, nominal, measured)
     return name, nominal, threads, kind
 
@@ -152,22 +175,33 @@ def _check_nominal(name: str, nominal, measured: list[Record]) -> None:
     """The nominal figures calibration starts from (records' meta, from another machine) must make a
     device with a peak for every dtype the compute records ran."""
     from validation.calibrate import PARAMS, START, build_device
+
     try:
         build_device(name, nominal, dict(zip(PARAMS, START)))
         peaks = {d for d, v in nominal["peak"].items() if v is not None}
         fit = set(nominal.get("fit_peak") or [])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ScenarioError(f"nominal figures are incomplete or invalid ({type(exc).__name__}: "
-                            f"{' '.join(str(exc).split())[:200]})", path=f"meta.nominal.{name}") from None
+        raise ScenarioError(
+            f"nominal figures are incomplete or invalid ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})",
+            path=f"meta.nominal.{name}",
+        ) from None
     used = {r.params["dtype"] for r in measured if r.workload in ("gemm", "sdpa")}
     missing = sorted((used | fit) - peaks)
     if missing:
-        raise ScenarioError(f"no nominal peak for {', '.join(missing)} (records ran these dtypes)",
-                            path=f"meta.nominal.{name}.peak", value=sorted(peaks))
+        raise ScenarioError(
+            f"no nominal peak for {', '.join(missing)} (records ran these dtypes)",
+            path=f"meta.nominal.{name}.peak",
+            value=sorted(peaks),
+        )
 
 
-def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dcsim-validate",
-             compare: str | Path | None = None, log=_log) -> Validation:
+def validate(
+    device: str = "cpu",
+    quick: bool = False,
+    out_dir: str | Path = "dcsim-validate",
+    compare: str | Path | None = None,
+    log=_log,
+) -> Validation:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if compare is not None:
@@ -185,17 +219,23 @@ def validate(device: str = "cpu", quick: bool = False, out_dir: str | Path = "dc
         raise err.with_file(str(compare)) if compare is not None else err from None
     start = time.perf_counter()
     cal = calibrate(records, nominal, profile_name(name, threads, kind), out / "profiles")
-    log(f"calibrated {cal.device.name} (rms log error {cal.device_rms_log_error:.3f}) in "
-        f"{time.perf_counter() - start:.1f} s -> {cal.device_path}")
+    log(
+        f"calibrated {cal.device.name} (rms log error {cal.device_rms_log_error:.3f}) in "
+        f"{time.perf_counter() - start:.1f} s -> {cal.device_path}"
+    )
     start = time.perf_counter()
     cases = Predictor(cal, out / "scenarios").predict(records)
     log(f"predicted {len(cases)} cases in {time.perf_counter() - start:.1f} s")
     result = Validation(records, cal, cases, out, meta)
     summary = result.summary()
     from sim.report.output import atomic_path, write_json  # atomic: temp file + rename
-    write_json(out / "report.json", {**summary, "by_family": report.by_family(cases),
-                                     "methods": {c.name: c.method for c in cases}})
+
+    write_json(
+        out / "report.json",
+        {**summary, "by_family": report.by_family(cases), "methods": {c.name: c.method for c in cases}},
+    )
     import pandas as pd
+
     with atomic_path(out / "cases.csv") as tmp:
         pd.DataFrame([{**c.__dict__, "rel_error": c.rel_error} for c in cases]).to_csv(tmp, index=False)
     report.scatter_plot(cases, out / "scatter.png", f"dcsim validate on {name} ({'quick' if quick else 'full'})")
@@ -210,12 +250,15 @@ def main(args) -> int:
         print(json.dumps(result.summary()))
     else:
         from rich.console import Console
+
         console = Console()
         if not console.is_terminal:
             console = Console(width=170)
         report.print_report(result.cases, f"dcsim validate ({result.calibration.device.name})", console)
         if result.busy:
-            print(f"warning: measured on a busy machine (largest fp32 GEMM at {100 * result.gemm_peak_fraction:.0f}% "
-                  f"of nominal peak, load average {result.load_before:.1f}); the errors include that")
+            print(
+                f"warning: measured on a busy machine (largest fp32 GEMM at {100 * result.gemm_peak_fraction:.0f}% "
+                f"of nominal peak, load average {result.load_before:.1f}); the errors include that"
+            )
         print(f"report, records, profiles, scenarios and scatter.png in {out}/")
     return 0

@@ -13,6 +13,7 @@
 Every scenario is built as a dict; with `scenario_dir` it is also written as YAML (hardware naming
 the profile files by path) so a user can `dcsim run` it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class Case:
     measured_s: float
     predicted_s: float | None
     method: str
-    excluded: bool = False            # used for calibration (published figures): not in error figures
+    excluded: bool = False  # used for calibration (published figures): not in error figures
 
     @property
     def rel_error(self) -> float | None:
@@ -52,8 +53,13 @@ def _literal_args(model, field: str) -> tuple:
 
 def hardware(cal: Calibration, devices: int) -> dict:
     """A cluster of `devices` calibrated devices (one per 'host'), joined by the calibrated link."""
-    hw = {"gpu": cal.device.model_dump(mode="json"), "gpus_per_node": 1, "nodes": devices,
-          "host_cpu": cal.device.model_dump(mode="json"), "topology": {"kind": "single-switch", "switch_latency": 0}}
+    hw = {
+        "gpu": cal.device.model_dump(mode="json"),
+        "gpus_per_node": 1,
+        "nodes": devices,
+        "host_cpu": cal.device.model_dump(mode="json"),
+        "topology": {"kind": "single-switch", "switch_latency": 0},
+    }
     if cal.link is not None:
         hw["nic"] = cal.link.model_dump(mode="json")
     return hw
@@ -74,14 +80,17 @@ class Predictor:
     def _write(self, name: str, data: dict) -> None:
         self.scenario_dir.mkdir(parents=True, exist_ok=True)
         shown = dict(data, hardware=dict(data["hardware"]))
-        for key, spec, path in (("gpu", self.cal.device, self.cal.device_path),
-                                ("gpu", self.cal.lockstep, self.cal.lockstep_path),
-                                ("host_cpu", self.cal.device, self.cal.device_path),
-                                ("nic", self.cal.link, self.cal.link_path)):
+        for key, spec, path in (
+            ("gpu", self.cal.device, self.cal.device_path),
+            ("gpu", self.cal.lockstep, self.cal.lockstep_path),
+            ("host_cpu", self.cal.device, self.cal.device_path),
+            ("nic", self.cal.link, self.cal.link_path),
+        ):
             if path is not None and spec is not None and shown["hardware"].get(key) == spec.model_dump(mode="json"):
                 shown["hardware"][key] = str(Path(path).resolve())
         fname = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) + ".yaml"
         from sim.report.output import write_text  # atomic: temp file + rename
+
         write_text(self.scenario_dir / fname, yaml.safe_dump(shown, sort_keys=False))
 
     # ---- per workload ---------------------------------------------------------------------------
@@ -95,8 +104,9 @@ class Predictor:
                 continue
             sizes = sorted({int(r.params["bytes"]) for r in recs})
             algorithm = "direct" if op in ("all_to_all", "send_recv") else "ring"
-            result = self.run_scenario(f"validate-{op}", {"kind": "collective", "op": op, "bytes": sizes,
-                                                          "algorithm": algorithm}, devices=2)
+            result = self.run_scenario(
+                f"validate-{op}", {"kind": "collective", "op": op, "bytes": sizes, "algorithm": algorithm}, devices=2
+            )
             rows = result.metrics.get("per_size") or [dict(result.metrics, bytes=sizes[0])]
             by_size = {int(row["bytes"]): row["time_s"] for row in rows}
             for r in recs:
@@ -113,11 +123,23 @@ class Predictor:
         p = r.params
         cp = int(p.get("cp", 1))
         ring = p.get("ring", "pass-kv")
-        model = {"layers": p["layers"], "hidden": p["hidden"], "ffn": p["ffn"], "heads": p["heads"],
-                 "kv_heads": p["heads"], "vocab": 256, "mlp": "swiglu"}
-        workload = {"kind": "cp_inference", "model": model, "dtype": p.get("dtype", "fp32"),
-                    "parallelism": {"tp": 1, "cp": cp}, "ring": ring if cp > 1 else "auto",
-                    "requests": [{"prompt_tokens": p["seq"], "cached_tokens": 0, "decode_tokens": 0}]}
+        model = {
+            "layers": p["layers"],
+            "hidden": p["hidden"],
+            "ffn": p["ffn"],
+            "heads": p["heads"],
+            "kv_heads": p["heads"],
+            "vocab": 256,
+            "mlp": "swiglu",
+        }
+        workload = {
+            "kind": "cp_inference",
+            "model": model,
+            "dtype": p.get("dtype", "fp32"),
+            "parallelism": {"tp": 1, "cp": cp},
+            "ring": ring if cp > 1 else "auto",
+            "requests": [{"prompt_tokens": p["seq"], "cached_tokens": 0, "decode_tokens": 0}],
+        }
         hw = hardware(self.cal, cp)
         device = self.cal.lockstep if cp > 1 and self.cal.lockstep is not None else self.cal.device
         hw["gpu"] = device.model_dump(mode="json")
@@ -147,16 +169,32 @@ class Predictor:
         fast = {"bandwidth": "1 TB/s", "latency": 0}
         workload = {
             "kind": "ingestion",
-            "dataset": {"samples": int(10 * duration * supply), "bytes_per_sample": p["sample_bytes"],
-                        "partition_bytes": 16 * batch * p["sample_bytes"]},
-            "storage": {"nodes": 1, "replication": 1, "nic": fast,
-                        "media": {"name": "in-memory", "kind": "ddr", "capacity": "1 TiB", "latency": 0, **fast}},
-            "preprocessing": {"mode": "on_trainer", "cpu_s_per_sample": {"dataset_getitem": c},
-                              "batch_samples": batch, "cores_per_batch": 1,
-                              "service_cv": p.get("cpu_s_per_sample_spread", 0.0) / 1.349 / c},
-            "trainers": {"demand_samples_per_s_per_host": demand, "buffer_batches": 2 * p["workers"],
-                         "training_cores": 0},
-            "duration_s": duration, "warmup_s": duration / 10}
+            "dataset": {
+                "samples": int(10 * duration * supply),
+                "bytes_per_sample": p["sample_bytes"],
+                "partition_bytes": 16 * batch * p["sample_bytes"],
+            },
+            "storage": {
+                "nodes": 1,
+                "replication": 1,
+                "nic": fast,
+                "media": {"name": "in-memory", "kind": "ddr", "capacity": "1 TiB", "latency": 0, **fast},
+            },
+            "preprocessing": {
+                "mode": "on_trainer",
+                "cpu_s_per_sample": {"dataset_getitem": c},
+                "batch_samples": batch,
+                "cores_per_batch": 1,
+                "service_cv": p.get("cpu_s_per_sample_spread", 0.0) / 1.349 / c,
+            },
+            "trainers": {
+                "demand_samples_per_s_per_host": demand,
+                "buffer_batches": 2 * p["workers"],
+                "training_cores": 0,
+            },
+            "duration_s": duration,
+            "warmup_s": duration / 10,
+        }
         hw = dict(hardware(self.cal, 1), host_cpus=p["workers"])
         result = self.run_scenario(f"validate-{r.name}", workload, hw=hw)
         rate = result.metrics["trainer_samples_per_s"]
@@ -166,13 +204,34 @@ class Predictor:
         p = r.params
         # One 'GPU' (the calibrated CPU core) holding every table in its own memory ('hbm'), fp32 rows
         # and dense layers, the torch model's MLPs and dot interaction, SGD on both.
-        tables = [{"name": f"t{i}", "rows": p["rows"], "dim": p["dim"], "pooling": p["pooling"],
-                   "zipf_alpha": p["zipf_alpha"], "dtype": p.get("dtype", "fp32")} for i in range(p["tables"])]
-        workload = {"kind": "embedding_training", "batch_size_per_gpu": p["batch"], "tables": tables,
-                    "dense": {"bottom_mlp": [p["dense_features"], *p["bottom_mlp"]], "top_mlp": p["top_mlp"],
-                              "interaction": "dot", "dtype": p.get("dtype", "fp32"), "grad_bytes_per_param": 4},
-                    "optimizer": p.get("optimizer", "sgd"), "placements": ["hbm"],
-                    "sharding": {"planner": "size_greedy"}, "index_dtype": "int64", "iterations": 5}
+        tables = [
+            {
+                "name": f"t{i}",
+                "rows": p["rows"],
+                "dim": p["dim"],
+                "pooling": p["pooling"],
+                "zipf_alpha": p["zipf_alpha"],
+                "dtype": p.get("dtype", "fp32"),
+            }
+            for i in range(p["tables"])
+        ]
+        workload = {
+            "kind": "embedding_training",
+            "batch_size_per_gpu": p["batch"],
+            "tables": tables,
+            "dense": {
+                "bottom_mlp": [p["dense_features"], *p["bottom_mlp"]],
+                "top_mlp": p["top_mlp"],
+                "interaction": "dot",
+                "dtype": p.get("dtype", "fp32"),
+                "grad_bytes_per_param": 4,
+            },
+            "optimizer": p.get("optimizer", "sgd"),
+            "placements": ["hbm"],
+            "sharding": {"planner": "size_greedy"},
+            "index_dtype": "int64",
+            "iterations": 5,
+        }
         result = self.run_scenario(f"validate-{r.name}", workload, devices=1)
         return result.metrics["iteration_s"], "sim embedding_training"
 
@@ -181,12 +240,24 @@ class Predictor:
             return None, "no predictor"
         p = r.params
         from hardware_models import catalog
+
         gpu = p.get("gpu_calibrated") if p.get("gpu_calibrated") in catalog.names("device") else p["gpu"]
-        hw = {"gpu": gpu, "gpus_per_node": p["gpus_per_node"], "nodes": p["hosts"], "scale_up": p["scale_up"],
-              "nic": p["nic"], "topology": {"kind": "single-switch"}}
-        workload = {"kind": "cp_inference", "model": p["model"], "dtype": p["dtype"], "ffn_dtype": p["ffn_dtype"],
-                    "parallelism": {"tp": p["tp"], "cp": p["hosts"]},
-                    "requests": [{"prompt_tokens": p["prompt_tokens"], "cached_tokens": 0, "decode_tokens": 0}]}
+        hw = {
+            "gpu": gpu,
+            "gpus_per_node": p["gpus_per_node"],
+            "nodes": p["hosts"],
+            "scale_up": p["scale_up"],
+            "nic": p["nic"],
+            "topology": {"kind": "single-switch"},
+        }
+        workload = {
+            "kind": "cp_inference",
+            "model": p["model"],
+            "dtype": p["dtype"],
+            "ffn_dtype": p["ffn_dtype"],
+            "parallelism": {"tp": p["tp"], "cp": p["hosts"]},
+            "requests": [{"prompt_tokens": p["prompt_tokens"], "cached_tokens": 0, "decode_tokens": 0}],
+        }
         result = self.run_scenario(f"validate-{r.name}", workload, hw=hw)
         return result.metrics["ttft_s"], f"sim cp_inference ({gpu})"
 
@@ -209,6 +280,5 @@ class Predictor:
                 pred, method = self.embedding_step(r)
             else:
                 pred, method = None, "no predictor"
-            cases.append(Case(r.name, r.family, r.workload, r.median_s, pred, method,
-                              excluded=r.used_for_calibration))
+            cases.append(Case(r.name, r.family, r.workload, r.median_s, pred, method, excluded=r.used_for_calibration))
         return cases

@@ -16,6 +16,7 @@ model to these; nothing here knows about the model.
 Grids depend on the device: a GPU runs shapes up to the sizes of real models (a CPU core would
 take minutes on them), and on a GPU every sample is 10 back-to-back calls (`Context.inner`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,15 @@ def gemm_grid(quick: bool, gpu: bool = False) -> list[tuple[str, int, int, int]]
         shapes = [(64, 64, 64), (256, 256, 256), (1024, 1024, 1024), (1024, 1536, 512), (16, 1024, 1024)]
         return [(d, *s) for d in ("fp32", "bf16") for s in shapes]
     shapes = [(n, n, n) for n in (64, 128, 256, 512, 1024, 2048)]
-    shapes += [(1024, 1536, 512), (1024, 512, 512), (2048, 2816, 512), (2048, 512, 1408), (16, 1024, 1024),
-               (1024, 16, 1024), (4096, 256, 256)]
+    shapes += [
+        (1024, 1536, 512),
+        (1024, 512, 512),
+        (2048, 2816, 512),
+        (2048, 512, 1408),
+        (16, 1024, 1024),
+        (1024, 16, 1024),
+        (4096, 256, 256),
+    ]
     return [(d, *s) for d in ("fp32", "bf16") for s in shapes]
 
 
@@ -51,8 +59,9 @@ def measure_gemm(ctx: Context) -> list:
         flop = 2.0 * m * n * k
         repeats = int(np.clip(0.15 / max(flop / 1.5e11, 1e-5), 5, 30 if not ctx.quick else 10))
         t = ctx.time(lambda: a @ b, repeats, inner=ctx.inner)
-        out.append(ctx.record(f"gemm/{dtype}/{m}x{n}x{k}", "primitive", "gemm",
-                              {"m": m, "n": n, "k": k, "dtype": dtype}, t))
+        out.append(
+            ctx.record(f"gemm/{dtype}/{m}x{n}x{k}", "primitive", "gemm", {"m": m, "n": n, "k": k, "dtype": dtype}, t)
+        )
     return out
 
 
@@ -74,12 +83,20 @@ def measure_sdpa(ctx: Context) -> list:
     dtype = compute_dtype(ctx)
     out = []
     for seq in sdpa_grid(ctx.quick, ctx.gpu):
-        q, k, v = (torch.randn(1, heads, seq, head_dim, device=ctx.device).to(getattr(torch, DTYPES[dtype]))
-                   for _ in range(3))
+        q, k, v = (
+            torch.randn(1, heads, seq, head_dim, device=ctx.device).to(getattr(torch, DTYPES[dtype])) for _ in range(3)
+        )
         fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
         t = ctx.time(fn, 5 if ctx.quick or (seq >= 2048 and not ctx.gpu) else 10, inner=ctx.inner)
-        out.append(ctx.record(f"sdpa/{dtype}/causal/s{seq}", "primitive", "sdpa",
-                              {"seq": seq, "heads": heads, "head_dim": head_dim, "dtype": dtype, "causal": True}, t))
+        out.append(
+            ctx.record(
+                f"sdpa/{dtype}/causal/s{seq}",
+                "primitive",
+                "sdpa",
+                {"seq": seq, "heads": heads, "head_dim": head_dim, "dtype": dtype, "causal": True},
+                t,
+            )
+        )
     return out
 
 
@@ -104,7 +121,7 @@ def zipf_indices(rng: np.random.Generator, rows: int, count: int, alpha: float) 
     if alpha <= 0:
         return rng.integers(0, rows, count)
     ranks = np.arange(1, rows + 1, dtype=float)
-    p = ranks ** -alpha
+    p = ranks**-alpha
     p /= p.sum()
     perm = rng.permutation(rows)
     return perm[rng.choice(rows, size=count, p=p)]
@@ -119,7 +136,7 @@ def embedding_grid(quick: bool, gpu: bool = False) -> list[tuple[int, int, float
     return [(r, p, a) for r in (100_000, 1_000_000, 4_000_000) for p in (8, 32) for a in (0.0, 1.05)]
 
 
-LOOKUPS_DRAWN = 2**21    # indices drawn per grid point, cut into index sets (>= 8) cycled through by the calls
+LOOKUPS_DRAWN = 2**21  # indices drawn per grid point, cut into index sets (>= 8) cycled through by the calls
 
 
 def measure_embedding_bag(ctx: Context, dim: int = 64, batch: int | None = None, seed: int = 0) -> list:
@@ -141,10 +158,17 @@ def measure_embedding_bag(ctx: Context, dim: int = 64, batch: int | None = None,
         def fn():
             state["i"] += 1
             return torch.nn.functional.embedding_bag(idx_sets[state["i"] % sets], weight, offsets, mode="sum")
+
         t = ctx.time(fn, 10 if ctx.quick else 24, inner=ctx.inner)
-        out.append(ctx.record(f"embedding_bag/r{rows}/p{pooling}/z{alpha:g}", "primitive", "embedding_bag",
-                              {"rows": rows, "dim": dim, "pooling": pooling, "batch": batch, "zipf_alpha": alpha,
-                               "dtype": "fp32"}, t))
+        out.append(
+            ctx.record(
+                f"embedding_bag/r{rows}/p{pooling}/z{alpha:g}",
+                "primitive",
+                "embedding_bag",
+                {"rows": rows, "dim": dim, "pooling": pooling, "batch": batch, "zipf_alpha": alpha, "dtype": "fp32"},
+                t,
+            )
+        )
     return out
 
 

@@ -15,6 +15,7 @@ A `RecordSet` (meta + records) is stored as JSON or YAML, so runs made on anothe
 host) can be loaded later with `load_records(path)` - a file or a folder of files. Every problem in
 such a file becomes a one-line `ScenarioError` naming the file, the key path and the bad value.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,25 @@ from hardware_models.strict import StrictModel
 from sim.errors import ScenarioError
 
 Family = Literal["primitive", "composition", "published"]
-Workload = Literal["gemm", "sdpa", "copy", "embedding_bag", "send_recv", "all_reduce", "all_to_all",
-                   "transformer_prefill", "ring_attention", "dataloader", "embedding_step", "cp_ttft"]
+Workload = Literal[
+    "gemm",
+    "sdpa",
+    "copy",
+    "embedding_bag",
+    "send_recv",
+    "all_reduce",
+    "all_to_all",
+    "transformer_prefill",
+    "ring_attention",
+    "dataloader",
+    "embedding_step",
+    "cp_ttft",
+]
 
 
 class Record(StrictModel):
     """One measured case (see module docstring)."""
+
     name: str = Field(min_length=1, description="unique case id, e.g. gemm/fp32/512x512x512")
     family: Family
     workload: Workload
@@ -60,26 +74,69 @@ Pos = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
 _PROCESSES = {"bytes": (Pos, ...), "ranks": (PosInt, ...)}
 _TRANSFORMER = {k: (PosInt, ...) for k in ("layers", "hidden", "ffn", "heads", "seq")}
-_PARAM_FIELDS: dict[str, dict] = {          # what the calibration and the predictors read, per workload
+_PARAM_FIELDS: dict[str, dict] = {  # what the calibration and the predictors read, per workload
     "gemm": {"m": (PosInt, ...), "n": (PosInt, ...), "k": (PosInt, ...), "dtype": (Dtype, ...)},
-    "sdpa": {"seq": (PosInt, ...), "heads": (PosInt, ...), "head_dim": (PosInt, ...), "dtype": (Dtype, ...),
-             "causal": (bool, True)},
+    "sdpa": {
+        "seq": (PosInt, ...),
+        "heads": (PosInt, ...),
+        "head_dim": (PosInt, ...),
+        "dtype": (Dtype, ...),
+        "causal": (bool, True),
+    },
     "copy": {"bytes": (Pos, ...)},
-    "embedding_bag": {"rows": (PosInt, ...), "dim": (PosInt, ...), "pooling": (PosInt, ...), "batch": (PosInt, ...),
-                      "zipf_alpha": (NonNeg, ...), "dtype": (Dtype, "fp32")},
-    "send_recv": _PROCESSES, "all_reduce": _PROCESSES, "all_to_all": _PROCESSES,
+    "embedding_bag": {
+        "rows": (PosInt, ...),
+        "dim": (PosInt, ...),
+        "pooling": (PosInt, ...),
+        "batch": (PosInt, ...),
+        "zipf_alpha": (NonNeg, ...),
+        "dtype": (Dtype, "fp32"),
+    },
+    "send_recv": _PROCESSES,
+    "all_reduce": _PROCESSES,
+    "all_to_all": _PROCESSES,
     "transformer_prefill": {**_TRANSFORMER, "dtype": (Dtype, "fp32")},
-    "ring_attention": {**_TRANSFORMER, "cp": (PosInt, 1), "ring": (Literal["pass-kv", "pass-q"], "pass-kv"),
-                       "dtype": (Dtype, "fp32")},
-    "dataloader": {"workers": (PosInt, ...), "batch": (PosInt, ...), "batches": (PosInt, ...), "step_s": (Pos, ...),
-                   "cpu_s_per_sample": (Pos, ...), "cpu_s_per_sample_spread": (NonNeg, 0.0), "sample_bytes": (Pos, ...)},
-    "embedding_step": {"tables": (PosInt, ...), "rows": (PosInt, ...), "dim": (PosInt, ...), "pooling": (PosInt, ...),
-                       "zipf_alpha": (NonNeg, ...), "batch": (PosInt, ...), "dense_features": (PosInt, ...),
-                       "bottom_mlp": (list[PosInt], ...), "top_mlp": (list[PosInt], ...), "dtype": (Dtype, "fp32"),
-                       "optimizer": (str, "sgd")},
-    "cp_ttft": {"model": (str, ...), "prompt_tokens": (PosInt, ...), "tp": (PosInt, ...), "hosts": (PosInt, ...),
-                "gpus_per_node": (PosInt, ...), "gpu": (str, ...), "gpu_calibrated": (str | None, None),
-                "scale_up": (str, ...), "nic": (str, ...), "dtype": (Dtype, ...), "ffn_dtype": (Dtype, ...)},
+    "ring_attention": {
+        **_TRANSFORMER,
+        "cp": (PosInt, 1),
+        "ring": (Literal["pass-kv", "pass-q"], "pass-kv"),
+        "dtype": (Dtype, "fp32"),
+    },
+    "dataloader": {
+        "workers": (PosInt, ...),
+        "batch": (PosInt, ...),
+        "batches": (PosInt, ...),
+        "step_s": (Pos, ...),
+        "cpu_s_per_sample": (Pos, ...),
+        "cpu_s_per_sample_spread": (NonNeg, 0.0),
+        "sample_bytes": (Pos, ...),
+    },
+    "embedding_step": {
+        "tables": (PosInt, ...),
+        "rows": (PosInt, ...),
+        "dim": (PosInt, ...),
+        "pooling": (PosInt, ...),
+        "zipf_alpha": (NonNeg, ...),
+        "batch": (PosInt, ...),
+        "dense_features": (PosInt, ...),
+        "bottom_mlp": (list[PosInt], ...),
+        "top_mlp": (list[PosInt], ...),
+        "dtype": (Dtype, "fp32"),
+        "optimizer": (str, "sgd"),
+    },
+    "cp_ttft": {
+        "model": (str, ...),
+        "prompt_tokens": (PosInt, ...),
+        "tp": (PosInt, ...),
+        "hosts": (PosInt, ...),
+        "gpus_per_node": (PosInt, ...),
+        "gpu": (str, ...),
+        "gpu_calibrated": (str | None, None),
+        "scale_up": (str, ...),
+        "nic": (str, ...),
+        "dtype": (Dtype, ...),
+        "ffn_dtype": (Dtype, ...),
+    },
 }
 # free-form parameters: a record may carry keys the predictors do not read, so extra="allow" (not StrictModel)
 PARAMS = {w: create_model(f"{w}_params", __config__=ConfigDict(extra="allow"), **f) for w, f in _PARAM_FIELDS.items()}
@@ -91,8 +148,14 @@ class RecordSet(StrictModel):
 
 
 def machine_meta(mode: str, torch_version: str | None) -> dict[str, Any]:
-    return {"host": platform.node(), "machine": platform.machine(), "python": platform.python_version(),
-            "torch": torch_version, "mode": mode, "created": datetime.now(UTC).isoformat(timespec="seconds")}
+    return {
+        "host": platform.node(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "mode": mode,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] | None = None) -> Path:
@@ -101,7 +164,10 @@ def save_records(records: list[Record], path: str | Path, meta: dict[str, Any] |
     p.parent.mkdir(parents=True, exist_ok=True)
     data = RecordSet(meta=meta or {}, records=records).model_dump(mode="json")
     from sim.report.output import write_text  # atomic: temp file + rename (lazy: sim.report.output draws plots)
-    write_text(p, yaml.safe_dump(data, sort_keys=False) if p.suffix in (".yaml", ".yml") else json.dumps(data, indent=1))
+
+    write_text(
+        p, yaml.safe_dump(data, sort_keys=False) if p.suffix in (".yaml", ".yml") else json.dumps(data, indent=1)
+    )
     return p
 
 
@@ -112,7 +178,9 @@ def _read(p: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(f"cannot read: {exc}", file=str(p)) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"invalid {p.suffix.lstrip('.').upper()}: {str(exc).splitlines()[0]}", file=str(p)) from None
+        raise ScenarioError(
+            f"invalid {p.suffix.lstrip('.').upper()}: {str(exc).splitlines()[0]}", file=str(p)
+        ) from None
 
 
 def parse_records(data: Any, file: str = "<records>") -> list[Record]:
@@ -120,28 +188,31 @@ def parse_records(data: Any, file: str = "<records>") -> list[Record]:
     if isinstance(data, list):
         data = {"records": data}
     if not isinstance(data, dict):
-        raise ScenarioError("a record file holds a mapping {meta, records} or a list of records",
-                            value=type(data).__name__, file=file)
+        raise ScenarioError(
+            "a record file holds a mapping {meta, records} or a list of records", value=type(data).__name__, file=file
+        )
     try:
         records = RecordSet.model_validate(data).records
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         path = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            raise ScenarioError(f"unknown key; allowed: {', '.join(sorted(Record.model_fields))}",
-                                path=path, file=file) from None
+            raise ScenarioError(
+                f"unknown key; allowed: {', '.join(sorted(Record.model_fields))}", path=path, file=file
+            ) from None
         if err["type"] == "missing":
             raise ScenarioError("required key is missing", path=path, file=file) from None
         raise ScenarioError(err["msg"], path=path, value=err.get("input"), file=file) from None
-    for i, r in enumerate(records):              # params: what the predictors read, with types and ranges
+    for i, r in enumerate(records):  # params: what the predictors read, with types and ranges
         try:
             PARAMS[r.workload].model_validate(r.params)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             path = ".".join(["records", str(i), "params", *(str(p) for p in err["loc"])])
             msg = "required key is missing" if err["type"] == "missing" else err["msg"]
-            raise ScenarioError(msg, path=path, value=err.get("input") if err["type"] != "missing" else r.name,
-                                file=file) from None
+            raise ScenarioError(
+                msg, path=path, value=err.get("input") if err["type"] != "missing" else r.name, file=file
+            ) from None
     seen: set[str] = set()
     for i, r in enumerate(records):
         if r.name in seen:

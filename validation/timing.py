@@ -9,6 +9,7 @@ device's name.
 
 Only `validation/` imports torch, and only when a measurement runs, so `dcsim` works without it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -27,7 +28,7 @@ class Timing:
     spread_s: float
     repeats: int
     min_s: float | None = None
-    cpu_median_s: float | None = None       # process CPU time: wall / cpu > 1 means others took the core
+    cpu_median_s: float | None = None  # process CPU time: wall / cpu > 1 means others took the core
 
 
 def summarize(samples_s: list[float]) -> Timing:
@@ -36,8 +37,9 @@ def summarize(samples_s: list[float]) -> Timing:
     return Timing(float(statistics.median(samples_s)), float(q3 - q1), len(samples_s), float(min(samples_s)))
 
 
-def measure(fn: Callable[[], Any], repeats: int, warmup: int = 2,
-            sync: Callable[[], None] | None = None, inner: int = 1) -> Timing:
+def measure(
+    fn: Callable[[], Any], repeats: int, warmup: int = 2, sync: Callable[[], None] | None = None, inner: int = 1
+) -> Timing:
     """`repeats` samples; each runs `fn` `inner` times back to back (then syncs) and counts the
     mean. inner > 1 measures steady-state throughput, where a GPU's kernel launches overlap the
     previous kernel (as in a model's forward pass) instead of one launch + sync latency per call."""
@@ -65,6 +67,7 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     import platform
+
     return platform.processor() or "unknown-cpu"
 
 
@@ -76,14 +79,16 @@ def slug(text: str) -> str:
 @dataclass(frozen=True)
 class Context:
     """Where and how measurements run; stamps every record."""
+
     torch: Any
-    device: str            # "cpu" | "cuda"
+    device: str  # "cpu" | "cuda"
     threads: int = 1
     quick: bool = False
 
     @classmethod
     def create(cls, device: str = "cpu", threads: int = 1, quick: bool = False) -> Context:
         import torch
+
         torch.set_num_threads(threads)
         return cls(torch, device, threads, quick)
 
@@ -114,11 +119,31 @@ class Context:
     def time(self, fn: Callable[[], Any], repeats: int, warmup: int = 2, inner: int = 1) -> Timing:
         return measure(fn, repeats, warmup, self.sync, inner)
 
-    def record(self, name: str, family: str, workload: str, params: dict, timing: Timing,
-               processes: int = 1, checks: dict | None = None):
+    def record(
+        self,
+        name: str,
+        family: str,
+        workload: str,
+        params: dict,
+        timing: Timing,
+        processes: int = 1,
+        checks: dict | None = None,
+    ):
         from validation.records import Record
-        return Record(name=name, family=family, workload=workload, params=params, device=self.device_name,
-                      device_kind=self.device, torch_version=self.torch_version, threads=self.threads,
-                      processes=processes, repeats=timing.repeats, median_s=timing.median_s,
-                      spread_s=timing.spread_s, min_s=timing.min_s,
-                      checks={**({"cpu_median_s": timing.cpu_median_s} if timing.cpu_median_s else {}), **(checks or {})})
+
+        return Record(
+            name=name,
+            family=family,
+            workload=workload,
+            params=params,
+            device=self.device_name,
+            device_kind=self.device,
+            torch_version=self.torch_version,
+            threads=self.threads,
+            processes=processes,
+            repeats=timing.repeats,
+            median_s=timing.median_s,
+            spread_s=timing.spread_s,
+            min_s=timing.min_s,
+            checks={**({"cpu_median_s": timing.cpu_median_s} if timing.cpu_median_s else {}), **(checks or {})},
+        )

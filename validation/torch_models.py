@@ -14,6 +14,7 @@ Partial outputs merge exactly with their log-sum-exp, so the CP output equals th
 up to float rounding (the harness checks this). Attention uses torch's fused CPU flash-attention
 kernel, which returns the log-sum-exp.
 """
+
 from __future__ import annotations
 
 import torch
@@ -114,11 +115,18 @@ class Layer(torch.nn.Module):
                 r.wait()
             visiting = attend_chunks(dict(zip(peer_ids, recv.chunk(n_local, 2))), kvs)
             b, h, c, d = qs[chunk_ids[0]].shape
-            zero = (torch.zeros(b, h, c, d, dtype=q.dtype, device=q.device),
-                    torch.full((b, h, c), -torch.inf, dtype=torch.float32, device=q.device))
-            send = torch.cat([torch.cat([o, lse.unsqueeze(-1).to(o.dtype)], -1)
-                              for o, lse in (visiting[a] or zero for a in peer_ids)], 2)
-            back, reqs = exchange(send, peer, group)      # the final All2All of partial outputs
+            zero = (
+                torch.zeros(b, h, c, d, dtype=q.dtype, device=q.device),
+                torch.full((b, h, c), -torch.inf, dtype=torch.float32, device=q.device),
+            )
+            send = torch.cat(
+                [
+                    torch.cat([o, lse.unsqueeze(-1).to(o.dtype)], -1)
+                    for o, lse in (visiting[a] or zero for a in peer_ids)
+                ],
+                2,
+            )
+            back, reqs = exchange(send, peer, group)  # the final All2All of partial outputs
             for r in reqs:
                 r.wait()
             for a, blob in zip(chunk_ids, back.chunk(n_local, 2)):

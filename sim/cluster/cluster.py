@@ -3,6 +3,7 @@
 `Cluster.build` turns the scenario's hardware section into live objects bound to one Simulation.
 Several jobs may share one Cluster (multi-tenancy): they address devices by rank and share links.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,17 +19,26 @@ from sim.network.base import Network
 @dataclass
 class Cluster:
     sim: Simulation
-    hardware: object            # sim.scenario.model.HardwareConfig
+    hardware: object  # sim.scenario.model.HardwareConfig
     topology: Topology
     network: Network
     devices: list[Device]
     hosts: list[list[Device]]
 
     @classmethod
-    def build(cls, sim: Simulation, hardware, network_model: str = "flow",
-              pools: list[HostPool] | None = None) -> Cluster:
-        topo = build_topology(hardware.topology, hardware.nodes, hardware.gpus_per_node,
-                              hardware.nic, hardware.scale_up, pools, hardware.host_link, hardware.memory_tiers)
+    def build(
+        cls, sim: Simulation, hardware, network_model: str = "flow", pools: list[HostPool] | None = None
+    ) -> Cluster:
+        topo = build_topology(
+            hardware.topology,
+            hardware.nodes,
+            hardware.gpus_per_node,
+            hardware.nic,
+            hardware.scale_up,
+            pools,
+            hardware.host_link,
+            hardware.memory_tiers,
+        )
         network = make_network(network_model, sim, topo, hardware.topology.ecmp)
         hosts = [[Device(sim, node, hardware.gpu, h) for node in nodes] for h, nodes in enumerate(topo.hosts)]
         devices = [d for devs in hosts for d in devs]

@@ -15,6 +15,7 @@ causes comes out of the simulation - a collective in lock-step waits for its slo
 all-reduce waits for the slowest GPU's kernels - so "a straggler delays every collective it joins"
 is a result, not an input. (Only work that runs as kernels on `Device.run` sees a compute slowdown.)
 """
+
 from __future__ import annotations
 
 from pydantic import Field, model_validator
@@ -27,8 +28,9 @@ class Straggler(StrictModel):
     gpu: int | None = Field(None, ge=0, description="global rank of the slow GPU")
     link: str | None = Field(None, description="a directed link 'src->dst' (as in the links table)")
     compute_slowdown: float = Field(1.0, ge=1.0, description="kernel time multiplier on this GPU (>= 1)")
-    bandwidth_factor: float = Field(1.0, gt=0.0, le=1.0,
-                                    description="fraction of capacity left: the GPU's NIC (both directions) or the link")
+    bandwidth_factor: float = Field(
+        1.0, gt=0.0, le=1.0, description="fraction of capacity left: the GPU's NIC (both directions) or the link"
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> Straggler:
@@ -48,8 +50,11 @@ def check_stragglers(stragglers: list[Straggler], num_gpus: int) -> None:
 
 
 def _nic_links(topology, node: str) -> list[int]:
-    return [i for i, (s, d, k) in enumerate(zip(topology.link_src, topology.link_dst, topology.link_kind))
-            if k == "nic" and node in (s, d)]
+    return [
+        i
+        for i, (s, d, k) in enumerate(zip(topology.link_src, topology.link_dst, topology.link_kind))
+        if k == "nic" and node in (s, d)
+    ]
 
 
 def apply_stragglers(topology, devices, stragglers: list[Straggler]) -> None:
@@ -62,8 +67,11 @@ def apply_stragglers(topology, devices, stragglers: list[Straggler]) -> None:
         else:
             src, sep, dst = s.link.partition("->")
             if not sep or not topology.has_link(src.strip(), dst.strip()):
-                raise ScenarioError("no such link; names are 'src->dst' as in `dcsim run --links N`",
-                                    path=f"hardware.stragglers.{i}.link", value=s.link)
+                raise ScenarioError(
+                    "no such link; names are 'src->dst' as in `dcsim run --links N`",
+                    path=f"hardware.stragglers.{i}.link",
+                    value=s.link,
+                )
             links = [topology.link_id(src.strip(), dst.strip())]
         for link in links:
             topology.capacity[link] *= s.bandwidth_factor

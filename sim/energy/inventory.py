@@ -18,6 +18,7 @@ workload) and lists:
   out, so each byte entering or leaving a switch node charges (max - idle) / (2 x box capacity); a
   memory tier link (read or write) charges (max - idle) / its capacity.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,10 +42,10 @@ def dynamic_w(power: PowerSpec) -> float:
 @dataclass
 class InventoryGroup:
     name: str
-    kind: str                       # gpu_host | pool_host | switch
+    kind: str  # gpu_host | pool_host | switch
     rack: str
     pool: str | None = None
-    idle_w: dict[str, float] = field(default_factory=dict)     # class -> W
+    idle_w: dict[str, float] = field(default_factory=dict)  # class -> W
     price_per_hour: dict[str, float] = field(default_factory=dict)
 
     def add(self, cls: str, idle_w: float, price_per_hour: float = 0.0, count: float = 1.0) -> None:
@@ -177,8 +178,9 @@ class Inventory:
         names, pool_of, group_index = nodes.tolist(), self.pool_of, self.group_index
         box = np.array([group_index[n] if n in self.switch_boxes else -1 for n in names], dtype=np.int64)
         owner = np.array([-1 if g is None else g for g in map(self.owner_group, names)], dtype=np.int64)
-        node_nic_w = np.array([dynamic_w(self.pools[pool_of[n]].nic.power) if n in pool_of else nic_w for n in names],
-                              dtype=float)
+        node_nic_w = np.array(
+            [dynamic_w(self.pools[pool_of[n]].nic.power) if n in pool_of else nic_w for n in names], dtype=float
+        )
         cpu_side = np.array([n.endswith("/cpu") or n in pool_of for n in names], dtype=bool)
         device = np.array([n in self.device_index for n in names], dtype=bool)
 
@@ -186,11 +188,12 @@ class Inventory:
             head, _, name = node.partition("/")
             spec = media.get(name) if head in pool_of else tiers.get(name)
             return dynamic_w(spec.power) if spec is not None else 0.0
+
         memory_w = np.array([memory_end_w(n) for n in names] if tiers or media else np.zeros(len(names)), dtype=float)
         cls = np.zeros((n, 2), dtype=np.int64)
         grp = np.zeros((n, 2), dtype=np.int64)
         coef = np.zeros((n, 2))
-        slot = np.zeros(n, dtype=np.int64)             # next free slot per link
+        slot = np.zeros(n, dtype=np.int64)  # next free slot per link
 
         def put(mask: np.ndarray, row: int | np.ndarray, group: np.ndarray, k: np.ndarray) -> None:
             """Fill the next slot of the links of `mask` (a slot with no group or no energy stays
@@ -199,8 +202,11 @@ class Inventory:
             j = slot[links]
             ok = (j < 2) & (group[links] >= 0) & (k[links] > 0)
             row_of = row[links] if isinstance(row, np.ndarray) else np.full(len(links), row)
-            cls[links[ok], j[ok]], grp[links[ok], j[ok]], coef[links[ok], j[ok]] = \
-                row_of[ok], group[links][ok], k[links][ok]
+            cls[links[ok], j[ok]], grp[links[ok], j[ok]], coef[links[ok], j[ok]] = (
+                row_of[ok],
+                group[links][ok],
+                k[links][ok],
+            )
             slot[links] += 1
 
         network = is_kind.get("nic", none) | is_kind.get("fabric", none)
@@ -213,15 +219,17 @@ class Inventory:
                 group = np.where(at_box, box[end], owner[end])
                 k = np.where(at_box, sw_j_per_byte, node_nic_w[end] / (2.0 * cap))
                 put(at_box | nic_end, row, group, k)
-            for kind, spec, row in (("scale_up", hw.scale_up, CLASS_ROW["scale_up"]),
-                                    ("host", hw.host_link, CLASS_ROW["host_link"])):
+            for kind, spec, row in (
+                ("scale_up", hw.scale_up, CLASS_ROW["scale_up"]),
+                ("host", hw.host_link, CLASS_ROW["host_link"]),
+            ):
                 mask = is_kind.get(kind, none)
                 if mask.any():
                     dev = np.where(device[src], src, dst)
                     put(mask, row, owner[dev], dynamic_w(spec.power) / (2.0 * cap))
             mask = is_kind.get("memory", none)
             if mask.any():
-                end = np.where(cpu_side[src], dst, src)           # the tier / medium end
+                end = np.where(cpu_side[src], dst, src)  # the tier / medium end
                 put(mask & (memory_w[end] > 0), CLASS_ROW["memory_tier"], owner[end], memory_w[end] / cap)
         return cls, grp, coef
 

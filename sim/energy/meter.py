@@ -36,6 +36,7 @@ largest change of cluster power within any one-second window; the whole run if s
 from `samples_per_s` / `trainer_samples_per_s` / `tokens_per_s` as average power / rate), and
 breakdowns `energy_j_by_class` and `energy_j_by_scope` (gpu_hosts, pool.{name}, network).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,8 +54,8 @@ COARSE_BINS = 256
 IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
 CPU_TRACKS = frozenset({"cpu"})
 SWING_WINDOW_S = 1.0
-_FEW_ENDPOINTS = 16           # transfers with at most this many endpoints are buffered (OpenIntervals.add)
-_ROWS_BY_CONTENT_MAX = 4096   # transfers with at most this many flows are remembered by their endpoints
+_FEW_ENDPOINTS = 16  # transfers with at most this many endpoints are buffered (OpenIntervals.add)
+_ROWS_BY_CONTENT_MAX = 4096  # transfers with at most this many flows are remembered by their endpoints
 _ROWS_BY_CONTENT_SETS = 1024  # ... up to this many distinct endpoint lists (<= 8M references)
 
 
@@ -70,12 +71,14 @@ class EnergyMeter:
         cls, grp, coef = self.inv.link_coefficients()
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
         self._devices = list(self.inv.device_index)
-        self._device_row = {name: i for i, name in enumerate(self._devices)}   # name -> row, O(1) per flow
-        self._rows_by_step: dict[StepKey, np.ndarray] = {}    # a keyed step's transfer -> its GPUs' rows
-        self._rows_by_content: dict[tuple, np.ndarray] = {}   # (srcs, dsts) as tuples -> their GPUs' rows
+        self._device_row = {name: i for i, name in enumerate(self._devices)}  # name -> row, O(1) per flow
+        self._rows_by_step: dict[StepKey, np.ndarray] = {}  # a keyed step's transfer -> its GPUs' rows
+        self._rows_by_content: dict[tuple, np.ndarray] = {}  # (srcs, dsts) as tuples -> their GPUs' rows
         self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
-        self._comm = OpenIntervals(len(self._devices),                 # per GPU: open comm interval
-                                   lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end))
+        self._comm = OpenIntervals(
+            len(self._devices),  # per GPU: open comm interval
+            lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end),
+        )
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
@@ -86,7 +89,7 @@ class EnergyMeter:
         Intervals that continue a GPU's open interval (the next step of a collective starting when
         the last one ended) extend it instead of adding a new one, so a 16K-GPU ring all-reduce keeps
         one interval per GPU rather than 32K."""
-        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:            # point-to-point: buffered
+        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: buffered
             row = self._device_row
             rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
             if rows:
@@ -113,12 +116,13 @@ class EnergyMeter:
         uniq = self._rows_by_content.get(key) if key is not None else None
         if uniq is None:
             row = self._device_row
-            rows = np.fromiter((row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64,
-                               count=len(srcs) + len(dsts))
+            rows = np.fromiter(
+                (row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64, count=len(srcs) + len(dsts)
+            )
             uniq = np.unique(rows[rows >= 0])
             if key is not None:
                 if len(self._rows_by_content) >= _ROWS_BY_CONTENT_SETS:
-                    self._rows_by_content.clear()       # bounded memory; a later transfer looks up again
+                    self._rows_by_content.clear()  # bounded memory; a later transfer looks up again
                 self._rows_by_content[key] = uniq
         if step is not None and len(srcs) > 64:
             self._rows_by_step[step] = uniq
@@ -131,32 +135,48 @@ class EnergyMeter:
     # ---- after the run ------------------------------------------------------------------------
     def report(self, duration_s: float) -> PowerReport:
         inv = self.inv
-        if hasattr(self.network, "flush"):                 # flows still running at the end: bytes so far
+        if hasattr(self.network, "flush"):  # flows still running at the end: bytes so far
             self.network.flush()
-        self.traffic.flush()                               # bin the buffered traffic
+        self.traffic.flush()  # bin the buffered traffic
         for bins in (self.fine, self.coarse):
             bins.fit(duration_s)
         fine = AdaptiveBins(len(CLASSES), FINE_BINS, self.fine.width_s)
         coarse = AdaptiveBins(len(inv.groups), COARSE_BINS, self.coarse.width_s)
         self._comm.close()
-        key_ids, start, end = self.spans.intervals()        # disjoint per (component, track, category)
+        key_ids, start, end = self.spans.intervals()  # disjoint per (component, track, category)
         targets = [self._target(k) for k in self.spans.keys]
         active = self._active_groups(targets)
         self._gpu_activity(targets, key_ids, start, end, fine, coarse)
         self._cpu_activity(targets, key_ids, start, end, fine, coarse)
         idle = [(gi, g) for gi, g in enumerate(inv.groups) if g.kind != "pool_host" or gi in active]
-        fine.spread([CLASS_ROW[c] for _, g in idle for c in g.idle_w], 0.0, duration_s,
-                    [w * duration_s for _, g in idle for w in g.idle_w.values()])
+        fine.spread(
+            [CLASS_ROW[c] for _, g in idle for c in g.idle_w],
+            0.0,
+            duration_s,
+            [w * duration_s for _, g in idle for w in g.idle_w.values()],
+        )
         coarse.spread([gi for gi, _ in idle], 0.0, duration_s, [sum(g.idle_w.values()) * duration_s for _, g in idle])
         class_j = self.fine.values() + fine.values()
         group_j = self.coarse.values() + coarse.values()
         pue = inv.site.pue
         class_j[CLASS_ROW["facility"]] = (pue - 1.0) * class_j.sum(axis=0)
         group_j *= pue
-        price = np.array([sum(g.price_per_hour.values()) if (g.kind != "pool_host" or i in active) else 0.0
-                          for i, g in enumerate(inv.groups)])
-        return PowerReport(duration_s, self.fine.width_s, class_j, self.coarse.width_s, group_j, inv,
-                           price * duration_s / 3600.0, self.spans.spans)
+        price = np.array(
+            [
+                sum(g.price_per_hour.values()) if (g.kind != "pool_host" or i in active) else 0.0
+                for i, g in enumerate(inv.groups)
+            ]
+        )
+        return PowerReport(
+            duration_s,
+            self.fine.width_s,
+            class_j,
+            self.coarse.width_s,
+            group_j,
+            inv,
+            price * duration_s / 3600.0,
+            self.spans.spans,
+        )
 
     def _target(self, key: tuple[str, str, str]):
         """What a span key drives: ('gpu', state, [device rows]), ('pool_gpu', state, component, group),
@@ -173,7 +193,7 @@ class EnergyMeter:
             if track in CPU_TRACKS:
                 return ("cpu", inv.group_index[component])
             if state == 1:
-                return None                   # host-level sends: NIC power comes from the traffic
+                return None  # host-level sends: NIC power comes from the traffic
             return ("gpu", 0, [inv.device_index[d] for d in inv.topology.hosts[host]])
         head, _, rest = component.partition("/")
         if component.endswith("/cpu") and inv.gpu_host_of(head) is not None:
@@ -224,7 +244,7 @@ class EnergyMeter:
         # key -> its devices as CSR (host-level keys fan out to every GPU of the host)
         counts = np.zeros(len(targets), dtype=np.int64)
         key_state = np.zeros(len(targets), dtype=np.int64)
-        keys = list(rows_of_key)                           # ascending, as filled
+        keys = list(rows_of_key)  # ascending, as filled
         counts[keys] = [len(rows) for _, rows in rows_of_key.values()]
         key_state[keys] = [state for state, _ in rows_of_key.values()]
         ptr = np.r_[0, np.cumsum(counts)]
@@ -265,12 +285,12 @@ class EnergyMeter:
     def _cpu_activity(self, targets, key_ids, start, end, fine, coarse) -> None:
         """Core-seconds per CPU key, spread over its busy intervals -> CPU, DRAM and board energy."""
         inv = self.inv
-        bounds = np.searchsorted(key_ids, np.arange(len(targets) + 1))      # key_ids is sorted (union)
-        parts_of = {"fine": [], "coarse": []}                                 # (rows, start, end, joules)
+        bounds = np.searchsorted(key_ids, np.arange(len(targets) + 1))  # key_ids is sorted (union)
+        parts_of = {"fine": [], "coarse": []}  # (rows, start, end, joules)
         for k, t in enumerate(targets):
             if t is None or t[0] != "cpu":
                 continue
-            s, e = start[bounds[k]:bounds[k + 1]], end[bounds[k]:bounds[k + 1]]
+            s, e = start[bounds[k] : bounds[k + 1]], end[bounds[k] : bounds[k + 1]]
             busy_s = float((e - s).sum())
             if busy_s <= 0:
                 continue
@@ -287,18 +307,19 @@ class EnergyMeter:
                 parts_of["fine"].append((np.full(len(s), CLASS_ROW[cls]), s, e, amounts))
                 parts_of["coarse"].append((np.full(len(s), t[1]), s, e, amounts))
         for bins, parts in ((fine, parts_of["fine"]), (coarse, parts_of["coarse"])):
-            if parts:                                      # one spread for every key's intervals
+            if parts:  # one spread for every key's intervals
                 bins.spread(*(np.concatenate(column) for column in zip(*parts)))
 
 
 @dataclass
 class PowerReport:
     """Energy per class over time (fine bins) and per group (coarse bins) of one run."""
+
     duration_s: float
     bin_s: float
-    class_j: np.ndarray              # classes x FINE_BINS joules
+    class_j: np.ndarray  # classes x FINE_BINS joules
     group_bin_s: float
-    group_j: np.ndarray              # groups x COARSE_BINS joules
+    group_j: np.ndarray  # groups x COARSE_BINS joules
     inventory: Inventory
     group_cost_usd: np.ndarray
     spans_seen: int
@@ -334,9 +355,15 @@ class PowerReport:
     def group_energy(self) -> pd.DataFrame:
         inv = self.inventory
         n = self._series(self.group_j, self.group_bin_s)[0].size
-        return pd.DataFrame({"group": [g.name for g in inv.groups], "kind": [g.kind for g in inv.groups],
-                             "rack": [g.rack for g in inv.groups], "energy_j": self.group_j[:, :n].sum(axis=1),
-                             "cost_usd": self.group_cost_usd})
+        return pd.DataFrame(
+            {
+                "group": [g.name for g in inv.groups],
+                "kind": [g.kind for g in inv.groups],
+                "rack": [g.rack for g in inv.groups],
+                "energy_j": self.group_j[:, :n].sum(axis=1),
+                "cost_usd": self.group_cost_usd,
+            }
+        )
 
     # ---- scalars --------------------------------------------------------------------------
     @property
@@ -363,11 +390,16 @@ class PowerReport:
         for g, j in zip(inv.groups, self.group_j[:, :n].sum(axis=1)):
             name = "gpu_hosts" if g.kind == "gpu_host" else f"pool.{g.pool}" if g.kind == "pool_host" else "network"
             scope[name] = scope.get(name, 0.0) + float(j)
-        out = {"energy_j": energy, "avg_power_w": avg, "peak_power_w": float(power.max()) if len(power) else 0.0,
-               "cluster_power_swing_w_per_s": self.swing_w(), "power_bin_s": self.bin_s,
-               "cost_usd": float(self.group_cost_usd.sum()),
-               "energy_j_by_class": {c: float(self.class_j[i, :n].sum()) for i, c in enumerate(CLASSES)},
-               "energy_j_by_scope": scope}
+        out = {
+            "energy_j": energy,
+            "avg_power_w": avg,
+            "peak_power_w": float(power.max()) if len(power) else 0.0,
+            "cluster_power_swing_w_per_s": self.swing_w(),
+            "power_bin_s": self.bin_s,
+            "cost_usd": float(self.group_cost_usd.sum()),
+            "energy_j_by_class": {c: float(self.class_j[i, :n].sum()) for i, c in enumerate(CLASSES)},
+            "energy_j_by_scope": scope,
+        }
         out.update(per_unit_energy(wm, energy, avg))
         return out
 
@@ -375,8 +407,10 @@ class PowerReport:
 def per_unit_energy(metrics: dict, energy_j: float, avg_power_w: float) -> dict:
     """energy_per_sample_j / energy_per_token_j from a workload's counts (or rates)."""
     out = {}
-    for unit, counts, rates in (("sample", ("samples",), ("samples_per_s", "trainer_samples_per_s")),
-                                ("token", ("tokens",), ("tokens_per_s",))):
+    for unit, counts, rates in (
+        ("sample", ("samples",), ("samples_per_s", "trainer_samples_per_s")),
+        ("token", ("tokens",), ("tokens_per_s",)),
+    ):
         count = next((metrics[c] for c in counts if _positive(metrics.get(c))), None)
         if count is not None:
             out[f"energy_per_{unit}_j"] = energy_j / float(count)

@@ -1,6 +1,7 @@
 """Plot of a run's power over time (sim/energy/meter.py `PowerReport`): cluster power stacked by class
 (GPUs, CPUs, DRAM, chassis, NICs, switches, memory tiers, facility), PNG via matplotlib.
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -28,7 +29,7 @@ def power_over_time(report, title: str = "Cluster power", max_points: int = 2048
     """Stacked cluster power by class over simulated time; returns the Figure."""
     df = report.class_power()
     df = df.loc[:, df.abs().sum() > 0]
-    if len(df) > max_points:                      # average adjacent bins for the picture only
+    if len(df) > max_points:  # average adjacent bins for the picture only
         k = int(np.ceil(len(df) / max_points))
         df = df.groupby(np.arange(len(df)) // k).mean().set_index(df.index[::k][: (len(df) + k - 1) // k])
     total = df.sum(axis=1)

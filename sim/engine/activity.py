@@ -24,6 +24,7 @@ doubles - adjacent pairs merge - whenever something lands past the end, so any r
 and the totals stay exact. An amount spread over [t0, t1] is split uniformly over the bins it
 covers (partial bins directly, whole bins through a running difference array: O(1) per interval).
 """
+
 from __future__ import annotations
 
 from array import array
@@ -31,7 +32,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-MIN_BIN_S = 2.0 ** -30          # ~1 ns: the initial bin width
+MIN_BIN_S = 2.0**-30  # ~1 ns: the initial bin width
 
 
 class AdaptiveBins:
@@ -42,7 +43,7 @@ class AdaptiveBins:
             raise ValueError("bins must be an even number >= 2")
         self.rows, self.bins, self.width_s = rows, bins, width_s
         self._direct = np.zeros((rows, bins))
-        self._rate = np.zeros((rows, bins + 1))      # difference array of per-bin amounts of whole bins
+        self._rate = np.zeros((rows, bins + 1))  # difference array of per-bin amounts of whole bins
 
     def fit(self, t_end: float) -> None:
         """Coarsen until [0, t_end] lies inside the bins (t_end < bins x width): m doublings of the
@@ -81,7 +82,7 @@ class AdaptiveBins:
         length = t1 - t0
         point = (hi == lo) | (length <= 0)
         flat = self._direct.reshape(-1)
-        at = np.flatnonzero(point)                   # indices, not masks: one scan for every array taken
+        at = np.flatnonzero(point)  # indices, not masks: one scan for every array taken
         if len(at):
             np.add.at(flat, rows[at] * self.bins + lo[at], amounts[at])
         at = np.flatnonzero(~point)
@@ -115,13 +116,13 @@ class SpanActivity:
         # recorder spans waiting to be merged: one flat array of (key id, start, end, units) per
         # span, 32 bytes each (a long run buffers millions between merges: no Python objects)
         self._buf = array("d")
-        self._key = np.zeros(0, dtype=np.int64)          # merged intervals (disjoint per key), sorted
+        self._key = np.zeros(0, dtype=np.int64)  # merged intervals (disjoint per key), sorted
         self._start = np.zeros(0)
         self._end = np.zeros(0)
         self._unit_s: np.ndarray = np.zeros(0)
-        self._chunks: list[tuple] = []          # from add_many / add_spans: (keys, start, end, units or None)
+        self._chunks: list[tuple] = []  # from add_many / add_spans: (keys, start, end, units or None)
         self._chunk_len = 0
-        self._component_keys: dict[tuple[Hashable, str, str], np.ndarray] = {}   # (list key, track, category) -> key ids
+        self._component_keys: dict[tuple[Hashable, str, str], np.ndarray] = {}  # (list key, track, category) -> key ids
         self._batch = batch
         self._next = batch
         self.spans = 0
@@ -136,11 +137,16 @@ class SpanActivity:
     def add_many(self, key_ids: np.ndarray, start_s, end_s) -> None:
         """Busy intervals of keys (from `key_id`) given as arrays, one unit each."""
         key_ids = np.asarray(key_ids, dtype=np.int64)
-        self._add_chunk(key_ids, np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
-                        np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy(), None)
+        self._add_chunk(
+            key_ids,
+            np.broadcast_to(np.asarray(start_s, dtype=float), key_ids.shape).copy(),
+            np.broadcast_to(np.asarray(end_s, dtype=float), key_ids.shape).copy(),
+            None,
+        )
 
-    def add_components(self, components: list[str], track: str, category: str, start_s: float,
-                       end_s: float, key: Hashable) -> None:
+    def add_components(
+        self, components: list[str], track: str, category: str, start_s: float, end_s: float, key: Hashable
+    ) -> None:
         """One busy interval of one unit on each of `components` (what one call per component
         does). `key` names the list (e.g. the object that owns it; the same key always comes with
         the same list): its key ids are kept for the next call."""
@@ -153,12 +159,17 @@ class SpanActivity:
 
     def add_spans(self, key_ids: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, units: np.ndarray) -> None:
         """Recorder spans in bulk (as arrays): what calling this observer once per span does."""
-        self._add_chunk(np.asarray(key_ids, dtype=np.int64), np.asarray(start_s, dtype=float),
-                        np.asarray(end_s, dtype=float), np.asarray(units, dtype=float))
+        self._add_chunk(
+            np.asarray(key_ids, dtype=np.int64),
+            np.asarray(start_s, dtype=float),
+            np.asarray(end_s, dtype=float),
+            np.asarray(units, dtype=float),
+        )
         self.spans += len(key_ids)
 
-    def observe_many(self, components: list[str], tracks: list[str], category: str, start_s: np.ndarray,
-                     end_s: np.ndarray) -> None:
+    def observe_many(
+        self, components: list[str], tracks: list[str], category: str, start_s: np.ndarray, end_s: np.ndarray
+    ) -> None:
         """Recorder spans of one unit each, in bulk (Recorder.spans): what calling this observer per
         span does."""
         known = self._key_id
@@ -173,10 +184,11 @@ class SpanActivity:
         if self._chunk_len >= self._next:
             self._merge()
 
-    def __call__(self, component: str, track: str, category: str, start_s: float, end_s: float,
-                 units: float = 1.0) -> None:
+    def __call__(
+        self, component: str, track: str, category: str, start_s: float, end_s: float, units: float = 1.0
+    ) -> None:
         key = (component, track, category)
-        k = self._key_id.get(key)                       # hot path: one dict lookup and one append per span
+        k = self._key_id.get(key)  # hot path: one dict lookup and one append per span
         if k is None:
             k = self.key_id(key)
         self._buf.extend((k, start_s, end_s, units))
@@ -187,9 +199,9 @@ class SpanActivity:
         """Fold the buffered spans into the merged intervals (amortised: the batch grows with them)."""
         if not len(self._buf) and not self._chunks:
             return
-        buf = np.frombuffer(self._buf, dtype=float).reshape(-1, 4)    # key ids < 2^53: exact as floats
+        buf = np.frombuffer(self._buf, dtype=float).reshape(-1, 4)  # key ids < 2^53: exact as floats
         k, s, e, u = buf[:, 0].astype(np.int64), buf[:, 1].copy(), buf[:, 2].copy(), buf[:, 3].copy()
-        self.spans += len(k)                             # recorder spans (add_spans counts its own)
+        self.spans += len(k)  # recorder spans (add_spans counts its own)
         if self._chunks:
             k = np.concatenate([k, *(c[0] for c in self._chunks)])
             s = np.concatenate([s, *(c[1] for c in self._chunks)])
@@ -200,8 +212,9 @@ class SpanActivity:
         unit_s: np.ndarray = np.bincount(k[busy], (u * (e - s))[busy], minlength=len(self.keys))
         unit_s[: len(self._unit_s)] += self._unit_s
         self._unit_s = unit_s
-        self._key, self._start, self._end = union(np.r_[self._key, k[busy]], np.r_[self._start, s[busy]],
-                                                  np.r_[self._end, e[busy]])
+        self._key, self._start, self._end = union(
+            np.r_[self._key, k[busy]], np.r_[self._start, s[busy]], np.r_[self._end, e[busy]]
+        )
         self._buf = array("d")
         self._next = max(self._batch, len(self._key))
 
@@ -273,20 +286,20 @@ class OpenIntervals:
         """Distinct `rows` (an array) busy over [start_s, end_s], folded now."""
         self.flush()
         if self._uniform is not None and self._uniform[0] is rows:
-            _, end, latest_start = self._uniform                   # every row's open end
+            _, end, latest_start = self._uniform  # every row's open end
             if start_s > end * (1 + 1e-12) + 1e-15:
                 if end != -np.inf:
                     self.emit(rows, self._start[rows], np.full(len(rows), end))
                 self._start[rows] = start_s
                 latest_start = start_s
-            elif start_s < latest_start:                           # joins, starting earlier
+            elif start_s < latest_start:  # joins, starting earlier
                 self._start[rows] = np.minimum(self._start[rows], start_s)
                 latest_start = float(self._start[rows].max())
             self._uniform = (rows, max(end, end_s), latest_start)
             return
         self._settle()
         open_end = self._end[rows]
-        fresh = start_s > open_end * (1 + 1e-12) + 1e-15       # does not continue the open interval
+        fresh = start_s > open_end * (1 + 1e-12) + 1e-15  # does not continue the open interval
         closing = rows[fresh & np.isfinite(open_end)]
         if len(closing):
             self.emit(closing, self._start[closing], self._end[closing])
@@ -304,7 +317,7 @@ class OpenIntervals:
         self._settle()
         counts = np.frombuffer(self._counts, dtype=np.int64)
         row = np.frombuffer(self._rows, dtype=np.int64)
-        order = np.argsort(row, kind="stable")                    # per row, in call order
+        order = np.argsort(row, kind="stable")  # per row, in call order
         r = row[order]
         s = np.repeat(np.frombuffer(self._starts), counts)[order]
         e = np.repeat(np.frombuffer(self._ends), counts)[order]
@@ -314,10 +327,10 @@ class OpenIntervals:
         group = np.cumsum(first) - 1
         uniq = r[first]
         init_start, init_end = self._start[uniq][group], self._end[uniq][group]
-        running = running_within(np.maximum, e, group)                     # max of ends up to here
+        running = running_within(np.maximum, e, group)  # max of ends up to here
         before = np.r_[-np.inf, running[:-1]]
         before[first] = -np.inf
-        before = np.maximum(before, init_end)                             # open end before this transfer
+        before = np.maximum(before, init_end)  # open end before this transfer
         fresh = s > before * (1 + 1e-12) + 1e-15
         # open start after this transfer: the earliest start since the interval opened (a fresh
         # transfer opens one; a row's first transfer that joins continues the initial one)
@@ -382,10 +395,11 @@ class LinkTraffic:
     one call. `batch_entries=0` bins every call at once (the straightforward path, kept for tests).
     """
 
-    def __init__(self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None,
-                 batch_entries: int = 1 << 16) -> None:
+    def __init__(
+        self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None, batch_entries: int = 1 << 16
+    ) -> None:
         self.row_sets = row_sets
-        self.flow_ends = flow_ends          # optional callable(srcs, dsts, start_s, finish_s, step key or None)
+        self.flow_ends = flow_ends  # optional callable(srcs, dsts, start_s, finish_s, step key or None)
         self.batch_entries = batch_entries
         self._bytes = 0.0
         self._chunks: list[tuple] = []
@@ -397,8 +411,9 @@ class LinkTraffic:
         self.flush()
         return self._bytes
 
-    def on_flows(self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray,
-                 key: Hashable = None) -> None:
+    def on_flows(
+        self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray, key: Hashable = None
+    ) -> None:
         if self.flow_ends is not None:
             self.flow_ends(srcs, dsts, start_s, finish_s, key)
 
@@ -407,12 +422,21 @@ class LinkTraffic:
         if len(used):
             self._add((t0, t1, used, link_bytes[used], None), len(used))
 
-    def on_subflows(self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
-                    nbytes: np.ndarray) -> None:
+    def on_subflows(
+        self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
+    ) -> None:
         """Sub-flow i moves nbytes[i] over its links (flat, by lengths) uniformly during [t0[i], t1[i]]."""
-        if len(flat):               # copies: the network may reuse its arrays
-            self._add((np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
-                       np.array(nbytes, dtype=float), np.array(lengths, dtype=np.int64)), len(flat))
+        if len(flat):  # copies: the network may reuse its arrays
+            self._add(
+                (
+                    np.array(t0, dtype=float),
+                    np.array(t1, dtype=float),
+                    np.array(flat),
+                    np.array(nbytes, dtype=float),
+                    np.array(lengths, dtype=np.int64),
+                ),
+                len(flat),
+            )
 
     def _add(self, chunk: tuple, entries: int) -> None:
         self._chunks.append(chunk)
@@ -425,13 +449,17 @@ class LinkTraffic:
         if not self._chunks:
             return
         chunks, self._chunks, self._entries = self._chunks, [], 0
-        links = [c for c in chunks if c[4] is None]          # on_links: one interval, bytes per link
-        subflows = [c for c in chunks if c[4] is not None]   # on_subflows: an interval per sub-flow
+        links = [c for c in chunks if c[4] is None]  # on_links: one interval, bytes per link
+        subflows = [c for c in chunks if c[4] is not None]  # on_subflows: an interval per sub-flow
         if links:
             sizes = np.array([len(c[2]) for c in links])
-            self._bin(np.array([c[0] for c in links], dtype=float), np.array([c[1] for c in links], dtype=float),
-                      np.repeat(np.arange(len(links)), sizes), np.concatenate([c[2] for c in links]),
-                      np.concatenate([c[3] for c in links]))
+            self._bin(
+                np.array([c[0] for c in links], dtype=float),
+                np.array([c[1] for c in links], dtype=float),
+                np.repeat(np.arange(len(links)), sizes),
+                np.concatenate([c[2] for c in links]),
+                np.concatenate([c[3] for c in links]),
+            )
         if subflows:
             lengths = np.concatenate([np.asarray(c[4], dtype=np.int64) for c in subflows])
             t0 = np.concatenate([np.broadcast_to(np.asarray(c[0], dtype=float), np.shape(c[4])) for c in subflows])
@@ -440,8 +468,9 @@ class LinkTraffic:
             nbytes = np.concatenate([np.asarray(c[3], dtype=float) for c in subflows])
             self._bin(t0, t1, sub, np.concatenate([c[2] for c in subflows]), nbytes[sub])
 
-    def _bin(self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray,
-             entry_bytes: np.ndarray) -> None:
+    def _bin(
+        self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray
+    ) -> None:
         """Entry i moves entry_bytes[i] over link flat[i] uniformly during interval interval[i]
         ([t0, t1] of it): weighted sums per distinct (timing, row), spread into the bins."""
         self._bytes += float(entry_bytes.sum())
@@ -452,7 +481,10 @@ class LinkTraffic:
         starts, ends = u0[pairs // len(u1)], u1[pairs % len(u1)]
         interval = pair_of.ravel()[interval]
         for rows, coef, bins in self.row_sets:
-            r, c = np.take(rows, flat, axis=0), np.take(coef, flat, axis=0) * entry_bytes[:, None]   # take: ~5x rows[flat]
+            r, c = (
+                np.take(rows, flat, axis=0),
+                np.take(coef, flat, axis=0) * entry_bytes[:, None],
+            )  # take: ~5x rows[flat]
             code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
             if len(pairs) * bins.rows <= 4 * len(code) + 4096:
                 sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)

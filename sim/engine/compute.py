@@ -13,6 +13,7 @@ anyone and written only through its own API:
 - `usage()` / `add_usage(usage, times)`: a snapshot of the counters, and adding what a snapshot
   difference holds `times` over (exact replay of repeated work, sim/engine/replay.py).
 """
+
 from __future__ import annotations
 
 from collections.abc import Generator
@@ -29,6 +30,7 @@ DEFAULT_STREAMS = ("compute", "comm")
 @dataclass(frozen=True)
 class DeviceUsage:
     """A device's counters at one instant (or their change over an interval)."""
+
     busy_s: dict[str, float]
     flop: float
 
@@ -38,16 +40,17 @@ class DeviceUsage:
 
 
 class Device:
-    def __init__(self, sim: Simulation, node: str, spec: DeviceSpec, host: int,
-                 streams: tuple[str, ...] = DEFAULT_STREAMS) -> None:
+    def __init__(
+        self, sim: Simulation, node: str, spec: DeviceSpec, host: int, streams: tuple[str, ...] = DEFAULT_STREAMS
+    ) -> None:
         self.sim = sim
         self.node = node
         self.spec = spec
         self.host = host
-        self.streams: dict[str, simpy.Resource] = {}    # created on first use (16K devices, few used)
-        self.busy_s = {name: 0.0 for name in streams}   # seconds each stream was busy (written by record)
-        self.flop_done = 0.0                            # FLOPs of the kernels run (written by record)
-        self.slowdown = 1.0          # kernel time multiplier: a straggler GPU (sim/cluster/stragglers.py)
+        self.streams: dict[str, simpy.Resource] = {}  # created on first use (16K devices, few used)
+        self.busy_s = {name: 0.0 for name in streams}  # seconds each stream was busy (written by record)
+        self.flop_done = 0.0  # FLOPs of the kernels run (written by record)
+        self.slowdown = 1.0  # kernel time multiplier: a straggler GPU (sim/cluster/stragglers.py)
 
     def stream(self, name: str) -> simpy.Resource:
         if name not in self.streams:
@@ -69,13 +72,21 @@ class Device:
             self.busy_s[stream] = self.busy_s.get(stream, 0.0) + seconds * times
         self.flop_done += usage.flop * times
 
-    def run(self, name: str, duration_s: float, stream: str = "compute", flop: float = 0.0,
-            nbytes: float = 0.0, category: str = "compute") -> simpy.Process:
+    def run(
+        self,
+        name: str,
+        duration_s: float,
+        stream: str = "compute",
+        flop: float = 0.0,
+        nbytes: float = 0.0,
+        category: str = "compute",
+    ) -> simpy.Process:
         """Run a kernel of known duration on `stream`; returns the SimPy process."""
         return self.sim.process(self._run(name, duration_s, stream, flop, nbytes, category))
 
-    def _run(self, name: str, duration_s: float, stream: str, flop: float, nbytes: float,
-             category: str) -> Generator[simpy.Event, object, None]:
+    def _run(
+        self, name: str, duration_s: float, stream: str, flop: float, nbytes: float, category: str
+    ) -> Generator[simpy.Event, object, None]:
         with self.stream(stream).request() as req:
             yield req
             start = self.sim.now
@@ -85,8 +96,9 @@ class Device:
             self.sim.span(self.node, stream, name, start, nbytes=nbytes, flop=flop, category=category)
 
     # Convenience wrappers on the hardware cost functions ---------------------------------
-    def gemm(self, name: str, m: float, n: float, k: float, dtype: str = "bf16", batch: float = 1,
-             stream: str = "compute") -> simpy.Process:
+    def gemm(
+        self, name: str, m: float, n: float, k: float, dtype: str = "bf16", batch: float = 1, stream: str = "compute"
+    ) -> simpy.Process:
         t = self.spec.gemm_time_s(m, n, k, dtype, batch)
         return self.run(name, t, stream, flop=2.0 * m * n * k * batch)
 

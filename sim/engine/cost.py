@@ -23,25 +23,27 @@ clos3: 100K links); ~700 B per concurrently active flow including its schedule t
 all-to-all: 1.05M flows, +700 MB); up to ~2 KB per kept span. Event counts per kernel, flow, batch
 and step are rounded from the same runs. They are capacity estimates, not results.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
 from hardware_models.units import format_bytes
 
-BASE_BYTES = 250e6                 # interpreter, numpy/scipy/pandas/simpy/networkx, catalog (measured ~200 MB)
-BYTES_PER_LINK = 2e3               # networkx edge + link arrays + routing caches (measured ~1.7 KB)
-BYTES_PER_ACTIVE_FLOW = 500.0      # flat route arrays, incidence matrix entries, rate/remaining arrays
-BYTES_PER_LISTED_FLOW = 200.0      # a (src, dst, bytes) tuple in a schedule list
-BYTES_PER_SPAN = 2e3               # a recorded span row and what the trace/energy accounting keeps for it
-EVENTS_PER_KERNEL = 3.0            # timeout + stream request/release (rounded from cp/embedding runs)
-EVENTS_PER_FLOW = 2.0              # admission + completion, amortised over batched updates
-EVENTS_PER_STEP = 4.0              # a collective step: its transfer event, kick, timers
+BASE_BYTES = 250e6  # interpreter, numpy/scipy/pandas/simpy/networkx, catalog (measured ~200 MB)
+BYTES_PER_LINK = 2e3  # networkx edge + link arrays + routing caches (measured ~1.7 KB)
+BYTES_PER_ACTIVE_FLOW = 500.0  # flat route arrays, incidence matrix entries, rate/remaining arrays
+BYTES_PER_LISTED_FLOW = 200.0  # a (src, dst, bytes) tuple in a schedule list
+BYTES_PER_SPAN = 2e3  # a recorded span row and what the trace/energy accounting keeps for it
+EVENTS_PER_KERNEL = 3.0  # timeout + stream request/release (rounded from cp/embedding runs)
+EVENTS_PER_FLOW = 2.0  # admission + completion, amortised over batched updates
+EVENTS_PER_STEP = 4.0  # a collective step: its transfer event, kick, timers
 
 
 @dataclass
 class Estimate:
     """What one run (or one part of it) creates; `memory_bytes` prices it."""
+
     events: float = 0.0
     flows: float = 0.0
     simulated_flows: float = 0.0
@@ -51,17 +53,22 @@ class Estimate:
     spans: float = 0.0
     links: float = 0.0
     extra_bytes: float = 0.0
-    route_factor: float = 1.0   # routed paths per flow (ECMP over explicit spines, tori): scales per-flow memory
+    route_factor: float = 1.0  # routed paths per flow (ECMP over explicit spines, tori): scales per-flow memory
     trace_limit: float = 200_000
     notes: list[str] = field(default_factory=list)
-    hint: str = ""              # what to change when refused
-    path: str = "workload"      # the key that drives the cost
+    hint: str = ""  # what to change when refused
+    path: str = "workload"  # the key that drives the cost
 
     @property
     def memory_bytes(self) -> float:
-        return (BASE_BYTES + self.links * BYTES_PER_LINK + self.peak_flows * BYTES_PER_ACTIVE_FLOW * self.route_factor
-                + self.listed_flows * BYTES_PER_LISTED_FLOW + min(self.spans, self.trace_limit) * BYTES_PER_SPAN
-                + self.extra_bytes)
+        return (
+            BASE_BYTES
+            + self.links * BYTES_PER_LINK
+            + self.peak_flows * BYTES_PER_ACTIVE_FLOW * self.route_factor
+            + self.listed_flows * BYTES_PER_LISTED_FLOW
+            + min(self.spans, self.trace_limit) * BYTES_PER_SPAN
+            + self.extra_bytes
+        )
 
     def add(self, other: Estimate, times: float = 1.0) -> None:
         """Accumulate `other` run `times` times (peaks and lists do not add up over time)."""
@@ -72,12 +79,18 @@ class Estimate:
         self.extra_bytes = max(self.extra_bytes, other.extra_bytes)
 
     def as_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name not in ("hint", "path", "trace_limit", "route_factor")}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("hint", "path", "trace_limit", "route_factor")
+        }
         out["memory_bytes"] = self.memory_bytes
         return out
 
     def lines(self) -> list[str]:
-        return [f"estimate: {self.events:.3g} events, {self.flows:.3g} flows ({self.simulated_flows:.3g} simulated, "
-                f"{self.peak_flows:.3g} at once), {self.kernels:.3g} kernels, {self.links:.3g} links, "
-                f"memory ~{format_bytes(self.memory_bytes)}", *(f"  note: {n}" for n in self.notes)]
+        return [
+            f"estimate: {self.events:.3g} events, {self.flows:.3g} flows ({self.simulated_flows:.3g} simulated, "
+            f"{self.peak_flows:.3g} at once), {self.kernels:.3g} kernels, {self.links:.3g} links, "
+            f"memory ~{format_bytes(self.memory_bytes)}",
+            *(f"  note: {n}" for n in self.notes),
+        ]

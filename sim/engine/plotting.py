@@ -5,13 +5,14 @@ finish step that lays a figure out and saves it.
 Importing this module chooses the backend: scripts and the CLI draw off-screen (Agg); inside a
 notebook kernel matplotlib keeps its inline backend.
 """
+
 from __future__ import annotations
 
 import sys
 
 import matplotlib
 
-if "ipykernel" not in sys.modules:      # scripts and the CLI draw off-screen; notebooks keep inline
+if "ipykernel" not in sys.modules:  # scripts and the CLI draw off-screen; notebooks keep inline
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

@@ -9,13 +9,14 @@ Stepping is identical either way, so results (and the event count) do not depend
 `progress_enabled(quiet)` is the CLI's policy: on only when stderr is a terminal and `--quiet` is
 not given.
 """
+
 from __future__ import annotations
 
 import sys
 
 from hardware_models.units import format_seconds
 
-_REFRESH_EVERY = 1 << 10          # events between bar updates (tqdm throttles the drawing)
+_REFRESH_EVERY = 1 << 10  # events between bar updates (tqdm throttles the drawing)
 
 
 def progress_enabled(quiet: bool = False, stream=None) -> bool:
@@ -29,12 +30,14 @@ def drive(env, until, progress: bool = False, desc: str = "simulating") -> None:
         env.run(until=until)
         return
     from tqdm import tqdm
-    bar = tqdm(total=None, unit="ev", unit_scale=True, delay=1.0, desc=desc, leave=False, file=sys.stderr,
-               dynamic_ncols=True)
+
+    bar = tqdm(
+        total=None, unit="ev", unit_scale=True, delay=1.0, desc=desc, leave=False, file=sys.stderr, dynamic_ncols=True
+    )
     step = env.step
     done = 0
     try:
-        while until.callbacks is not None:          # None once the event has been processed
+        while until.callbacks is not None:  # None once the event has been processed
             if env.peek() == float("inf"):
                 raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}')
             step()

@@ -27,6 +27,7 @@ Concepts:
   (each where the previous ends, as a simulation of every repetition has them), and
   `delay_to(now, target_s)`: the timeout that lands exactly on a replayed end.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -44,6 +45,7 @@ TapeSpan = tuple[str, str, float, float, float, float, str]
 
 class StepKey:
     """Names one repeated unit of work (`label`: for reading only). Hashes and compares by identity."""
+
     __slots__ = ("label",)
 
     def __init__(self, label: str = "") -> None:
@@ -56,10 +58,19 @@ class StepKey:
 @dataclass
 class SpanTape:
     """Spans of one repetition on one component, as offsets from its start."""
+
     spans: list[TapeSpan] = field(default_factory=list)
 
-    def record(self, track: str, name: str, start_off: float, end_off: float, nbytes: float = 0.0,
-               flop: float = 0.0, category: str = "") -> None:
+    def record(
+        self,
+        track: str,
+        name: str,
+        start_off: float,
+        end_off: float,
+        nbytes: float = 0.0,
+        flop: float = 0.0,
+        category: str = "",
+    ) -> None:
         self.spans.append((track, name, start_off, end_off, nbytes, flop, category))
 
     def extend(self, other: SpanTape, offset: float) -> None:
@@ -69,8 +80,9 @@ class SpanTape:
     def replay(self, sim: Simulation, component: str, start_s: float, prefix: str = "") -> None:
         """Record the spans again on `component`, starting at `start_s` (names prefixed)."""
         for track, name, a, b, nbytes, flop, category in self.spans:
-            sim.span(component, track, prefix + name, start_s + a, start_s + b, nbytes=nbytes, flop=flop,
-                     category=category)
+            sim.span(
+                component, track, prefix + name, start_s + a, start_s + b, nbytes=nbytes, flop=flop, category=category
+            )
 
 
 class RecorderTape:
@@ -79,19 +91,18 @@ class RecorderTape:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self._rows0, self._dropped0 = len(recorder.rows), recorder.dropped
-        self.calls: list[tuple] = []            # observer calls: (component, track, category, start, end, units)
+        self.calls: list[tuple] = []  # observer calls: (component, track, category, start, end, units)
         self.rows: list[tuple] = []
         self.dropped = 0
         recorder.observers.insert(0, self._on_span)
 
-    def _on_span(self, component: str, track: str, category: str, start_s: float, end_s: float,
-                 units: float) -> None:
+    def _on_span(self, component: str, track: str, category: str, start_s: float, end_s: float, units: float) -> None:
         self.calls.append((component, track, category, start_s, end_s, units))
 
     def stop(self) -> None:
         recorder = self.recorder
         recorder.observers.remove(self._on_span)
-        self.rows = recorder.rows[self._rows0:]
+        self.rows = recorder.rows[self._rows0 :]
         self.dropped = recorder.dropped - self._dropped0
 
     def replayable(self, repetitions: int) -> int:
@@ -101,19 +112,21 @@ class RecorderTape:
         limit = recorder.limit
         if limit is None or len(self.rows) + self.dropped == 0:
             return repetitions
-        if self.dropped:                  # exact only if the recorder was full all repetition long
+        if self.dropped:  # exact only if the recorder was full all repetition long
             return repetitions if not self.rows else 0
         return max(0, min(repetitions, (limit - len(recorder.rows)) // len(self.rows)))
 
-    def replay(self, origin_s: float, starts: np.ndarray,
-               rename: Callable[[int], tuple[str, str]] | None = None) -> None:
+    def replay(
+        self, origin_s: float, starts: np.ndarray, rename: Callable[[int], tuple[str, str]] | None = None
+    ) -> None:
         """Emit the tape again for each of `starts`: a recorded time t becomes start + (t - origin_s).
         `rename(i)` -> (old prefix, new prefix) of row names in the i-th replay (1-based)."""
         self._replay_rows(origin_s, starts, rename)
         self._replay_calls(origin_s, starts)
 
-    def _replay_rows(self, origin_s: float, starts: np.ndarray,
-                     rename: Callable[[int], tuple[str, str]] | None) -> None:
+    def _replay_rows(
+        self, origin_s: float, starts: np.ndarray, rename: Callable[[int], tuple[str, str]] | None
+    ) -> None:
         recorder = self.recorder
         rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat in self.rows]
         for i, base in enumerate(starts.tolist(), start=1):
@@ -126,8 +139,10 @@ class RecorderTape:
                 recorder.rows.extend((c, t, n, base + s, base + e, b, f, cat) for c, t, n, s, e, b, f, cat in kept)
                 continue
             old, new = rename(i)
-            recorder.rows.extend((c, t, new + n[len(old):] if n.startswith(old) else n, base + s,
-                                  base + e, b, f, cat) for c, t, n, s, e, b, f, cat in kept)
+            recorder.rows.extend(
+                (c, t, new + n[len(old) :] if n.startswith(old) else n, base + s, base + e, b, f, cat)
+                for c, t, n, s, e, b, f, cat in kept
+            )
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
         calls = self.calls
@@ -139,7 +154,7 @@ class RecorderTape:
         all_starts = (start[None, :] + starts[:, None]).ravel()
         all_ends = (end[None, :] + starts[:, None]).ravel()
         for observe in self.recorder.observers:
-            bulk = getattr(observe, "add_spans", None)     # bulk path (sim/engine/activity.py SpanActivity)
+            bulk = getattr(observe, "add_spans", None)  # bulk path (sim/engine/activity.py SpanActivity)
             if bulk is not None:
                 keys = np.array([observe.key_id(s[:3]) for s in calls], dtype=np.int64)
                 bulk(np.tile(keys, len(starts)), all_starts, all_ends, np.tile(units, len(starts)))

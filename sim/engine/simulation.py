@@ -10,6 +10,7 @@ recorder, so two simulations in one process never influence each other.
   when (`span` records one, `spans` many at once). Metrics, plots and the Chrome trace are all
   derived from these spans.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,13 +40,14 @@ class CountingEnvironment(simpy.Environment):
         try:
             simpy.Environment.step(self)
         except simpy.core.EmptySchedule:
-            self.events_processed -= 1                    # nothing was processed
+            self.events_processed -= 1  # nothing was processed
             raise
 
 
 @dataclass
 class Recorder:
     """Spans of activity. `limit` caps how many are kept (None: all); totals stay exact."""
+
     limit: int | None = None
     rows: list[tuple] = field(default_factory=list)
     dropped: int = 0
@@ -53,8 +55,18 @@ class Recorder:
     # dropped, so activity accounting (sim/engine/activity.py) stays exact past `limit`
     observers: list = field(default_factory=list)
 
-    def span(self, component: str, track: str, name: str, start_s: float, end_s: float,
-             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+    def span(
+        self,
+        component: str,
+        track: str,
+        name: str,
+        start_s: float,
+        end_s: float,
+        nbytes: float = 0.0,
+        flop: float = 0.0,
+        category: str = "",
+        units: float = 1.0,
+    ) -> None:
         for observe in self.observers:
             observe(component, track, category, start_s, end_s, units)
         if self.limit is not None and len(self.rows) >= self.limit:
@@ -62,8 +74,9 @@ class Recorder:
             return
         self.rows.append((component, track, name, start_s, end_s, nbytes, flop, category))
 
-    def spans(self, components: list[str], tracks, names: list[str], start_s, end_s, nbytes=0.0,
-              category: str = "") -> None:
+    def spans(
+        self, components: list[str], tracks, names: list[str], start_s, end_s, nbytes=0.0, category: str = ""
+    ) -> None:
         """Many one-unit spans at once: what `span` per component does, in order, without the per-span
         calls (`tracks`, `start_s`, `end_s`, `nbytes`: one value for all or one per span). Observers
         with `observe_many` (sim/engine/activity.py SpanActivity) take them in bulk."""
@@ -71,7 +84,7 @@ class Recorder:
         tracks = [tracks] * n if isinstance(tracks, str) else list(tracks)
         starts, ends, sizes = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (start_s, end_s, nbytes))
         for observe in self.observers:
-            bulk = getattr(observe, "observe_many", None)      # optional part of the observer interface
+            bulk = getattr(observe, "observe_many", None)  # optional part of the observer interface
             if bulk is not None:
                 bulk(components, tracks, category, starts, ends)
                 continue
@@ -79,8 +92,18 @@ class Recorder:
                 observe(c, t, category, s, e, 1.0)
         keep = n if self.limit is None else max(0, min(n, self.limit - len(self.rows)))
         self.dropped += n - keep
-        self.rows.extend(zip(components[:keep], tracks[:keep], names[:keep], starts[:keep].tolist(),
-                             ends[:keep].tolist(), sizes[:keep].tolist(), [0.0] * keep, [category] * keep))
+        self.rows.extend(
+            zip(
+                components[:keep],
+                tracks[:keep],
+                names[:keep],
+                starts[:keep].tolist(),
+                ends[:keep].tolist(),
+                sizes[:keep].tolist(),
+                [0.0] * keep,
+                [category] * keep,
+            )
+        )
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
@@ -112,11 +135,22 @@ class Simulation:
     def next_id(self, kind: str) -> int:
         return next(self._counters[kind])
 
-    def span(self, component: str, track: str, name: str, start_s: float, end_s: float | None = None,
-             nbytes: float = 0.0, flop: float = 0.0, category: str = "", units: float = 1.0) -> None:
+    def span(
+        self,
+        component: str,
+        track: str,
+        name: str,
+        start_s: float,
+        end_s: float | None = None,
+        nbytes: float = 0.0,
+        flop: float = 0.0,
+        category: str = "",
+        units: float = 1.0,
+    ) -> None:
         """Record activity; `units` = parallel resources it occupies (e.g. CPU cores), for accounting."""
-        self.recorder.span(component, track, name, start_s, self.env.now if end_s is None else end_s,
-                           nbytes, flop, category, units)
+        self.recorder.span(
+            component, track, name, start_s, self.env.now if end_s is None else end_s, nbytes, flop, category, units
+        )
 
     def process(self, generator):
         return self.env.process(generator)

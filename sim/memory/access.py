@@ -15,6 +15,7 @@
   `load_trace(path, pages)` raises a one-line ScenarioError naming the file, the line and the bad
   value.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,8 +28,14 @@ from sim.memory.zipf import ZipfRows
 
 
 class PhasedPopularity:
-    def __init__(self, pages: int, rank_pmf: np.ndarray, phase_s: float | None,
-                 access_rng: np.random.Generator, phase_rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        pages: int,
+        rank_pmf: np.ndarray,
+        phase_s: float | None,
+        access_rng: np.random.Generator,
+        phase_rng: np.random.Generator,
+    ) -> None:
         self.pages = pages
         self.rank_pmf = rank_pmf / rank_pmf.sum()
         self.phase_s = phase_s
@@ -52,7 +59,7 @@ class PhasedPopularity:
 
     def counts(self, now_s: float, accesses: int) -> np.ndarray:
         phase = self.phase(now_s)
-        while self._phase < phase:           # one permutation per phase, drawn in order (seeded)
+        while self._phase < phase:  # one permutation per phase, drawn in order (seeded)
             self._phase += 1
             self._p = np.empty(self.pages)
             self._p[self._phase_rng.permutation(self.pages)] = self.rank_pmf
@@ -62,7 +69,7 @@ class PhasedPopularity:
 class TraceReplay:
     def __init__(self, page: np.ndarray, count: np.ndarray, pages: int) -> None:
         self.page, self.pages = page, pages
-        self.end = np.cumsum(count)                  # accesses up to and including each row
+        self.end = np.cumsum(count)  # accesses up to and including each row
         self.start = self.end - count
         self.total = int(self.end[-1]) if len(self.end) else 0
         self.position = 0
@@ -84,7 +91,9 @@ class TraceReplay:
         return np.bincount(self.page[rows], weights=taken, minlength=self.pages).astype(np.int64)
 
 
-def load_trace(path: str | Path, pages: int | None = None, key: str = "workload.access.trace") -> tuple[np.ndarray, np.ndarray]:
+def load_trace(
+    path: str | Path, pages: int | None = None, key: str = "workload.access.trace"
+) -> tuple[np.ndarray, np.ndarray]:
     """(page ids, counts) of a trace CSV; every bad row is a one-line ScenarioError."""
     try:
         frame = pd.read_csv(path, dtype=str, comment="#", skipinitialspace=True, skip_blank_lines=True)
@@ -95,23 +104,31 @@ def load_trace(path: str | Path, pages: int | None = None, key: str = "workload.
     frame.columns = [str(c).strip() for c in frame.columns]
     unknown = [c for c in frame.columns if c not in ("page", "count")]
     if "page" not in frame.columns or unknown:
-        raise ScenarioError(f"needs a header row with columns page[,count]; got {list(frame.columns)}",
-                            path=key, value=str(path))
+        raise ScenarioError(
+            f"needs a header row with columns page[,count]; got {list(frame.columns)}", path=key, value=str(path)
+        )
     if frame.empty:
         raise ScenarioError("trace has no accesses", path=key, value=str(path))
     lines = _line_numbers(path)
     page = _integers(frame["page"], lines, path, key, "page", minimum=0, default=None)
-    count = (_integers(frame["count"], lines, path, key, "count", minimum=1, default=1)
-             if "count" in frame.columns else np.ones(len(frame), dtype=np.int64))
+    count = (
+        _integers(frame["count"], lines, path, key, "count", minimum=1, default=1)
+        if "count" in frame.columns
+        else np.ones(len(frame), dtype=np.int64)
+    )
     if pages is not None and page.max() >= pages:
         i = int(np.argmax(page >= pages))
-        raise ScenarioError(f"line {lines[i]}: page {page[i]} is outside the footprint's {pages} pages "
-                            f"(0..{pages - 1})", path=key, value=str(path))
+        raise ScenarioError(
+            f"line {lines[i]}: page {page[i]} is outside the footprint's {pages} pages (0..{pages - 1})",
+            path=key,
+            value=str(path),
+        )
     return page, count
 
 
-def _integers(column: pd.Series, lines: list[int], path, key: str, name: str, minimum: int,
-              default: int | None) -> np.ndarray:
+def _integers(
+    column: pd.Series, lines: list[int], path, key: str, name: str, minimum: int, default: int | None
+) -> np.ndarray:
     text = column.fillna("").str.strip()
     if default is not None:
         text = text.where(text != "", str(default))
@@ -119,8 +136,11 @@ def _integers(column: pd.Series, lines: list[int], path, key: str, name: str, mi
     bad = numbers.isna() | (numbers != np.floor(numbers)) | (numbers < minimum) | (numbers >= 2**53)
     if bad.any():
         i = int(np.argmax(bad.to_numpy()))
-        raise ScenarioError(f"line {lines[i]}: {name} {text.iloc[i]!r} is not an integer >= {minimum} "
-                            "(and below 2^53)", path=key, value=str(path))
+        raise ScenarioError(
+            f"line {lines[i]}: {name} {text.iloc[i]!r} is not an integer >= {minimum} (and below 2^53)",
+            path=key,
+            value=str(path),
+        )
     return numbers.to_numpy().astype(np.int64)
 
 

@@ -36,6 +36,7 @@ advanced one epoch (a batch of accesses) at a time with numpy over per-page arra
 
 Returns an `EpochOutcome`: local and remote accesses, pages promoted and demoted, hint faults.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,18 +51,19 @@ UNALLOCATED, FAST, SLOW = -1, 0, 1
 @dataclass(frozen=True)
 class Rules:
     """How a policy allocates, promotes and reclaims (free-page thresholds in pages of the fast tier)."""
+
     promote: Literal["none", "on_access", "on_fault"] = "none"
-    alloc_free_min: int = 0              # first-touch allocation on fast keeps this many pages free
-    direct_reclaim: bool = False         # make room synchronously (a cache) instead of failing
-    promote_free_min: int = 0            # promotions keep this many fast pages free
-    hint_fault_fraction: float = 0.0     # per access
-    sample_fast: bool = False            # hint faults on fast-tier pages too (overhead only)
-    hysteresis: bool = False             # promote only pages on the active list (faulted before)
+    alloc_free_min: int = 0  # first-touch allocation on fast keeps this many pages free
+    direct_reclaim: bool = False  # make room synchronously (a cache) instead of failing
+    promote_free_min: int = 0  # promotions keep this many fast pages free
+    hint_fault_fraction: float = 0.0  # per access
+    sample_fast: bool = False  # hint faults on fast-tier pages too (overhead only)
+    hysteresis: bool = False  # promote only pages on the active list (faulted before)
     rate_limit_bytes_per_s: float = math.inf
-    reclaim_below: int = 0               # kswapd wakes when fewer pages are free (0: never)
-    reclaim_to: int = 0                  # ... and demotes until this many are free
-    reclaim_batch: int = 1               # kswapd demotes in batches of this many pages
-    reclaims: bool = False               # whether there is a reclaimer at all
+    reclaim_below: int = 0  # kswapd wakes when fewer pages are free (0: never)
+    reclaim_to: int = 0  # ... and demotes until this many are free
+    reclaim_batch: int = 1  # kswapd demotes in batches of this many pages
+    reclaims: bool = False  # whether there is a reclaimer at all
     failed_promotions_wake: bool = True  # a promotion refused for room wakes kswapd to make that room
 
 
@@ -82,7 +84,7 @@ class PageState:
     fast_pages: int
     page_bytes: float = 4096.0
     tier: np.ndarray = field(init=False)
-    key: np.ndarray = field(init=False)           # recency: last epoch + c/(c+1) of that epoch
+    key: np.ndarray = field(init=False)  # recency: last epoch + c/(c+1) of that epoch
     active: np.ndarray = field(init=False)
     epoch: int = 0
     fast_used: int = 0
@@ -132,8 +134,9 @@ def _hottest_first(pages: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return pages[np.lexsort((pages, -counts))] if len(pages) > 1 else pages
 
 
-def advance(state: PageState, rules: Rules, counts: np.ndarray, rng: np.random.Generator,
-            now_s: float = 0.0) -> EpochOutcome:
+def advance(
+    state: PageState, rules: Rules, counts: np.ndarray, rng: np.random.Generator, now_s: float = 0.0
+) -> EpochOutcome:
     """Replay one epoch of accesses (`counts[page]`); see the module docstring."""
     st, out = state, EpochOutcome()
     st.epoch += 1
@@ -145,7 +148,7 @@ def advance(state: PageState, rules: Rules, counts: np.ndarray, rng: np.random.G
     # 1. first touch
     new_mask = st.tier[touched] == UNALLOCATED
     if new_mask.any():
-        new = touched[new_mask]                      # in address order
+        new = touched[new_mask]  # in address order
         room = max(0, st.free - rules.alloc_free_min)
         if rules.direct_reclaim:
             room = min(len(new), st.fast_pages)
@@ -192,7 +195,7 @@ def advance(state: PageState, rules: Rules, counts: np.ndarray, rng: np.random.G
         st.active[promoted] = False
         st.window_promoted_bytes += n * st.page_bytes
         out.promoted = n
-        if rules.promote == "on_access":      # the access that missed was remote, the rest local
+        if rules.promote == "on_access":  # the access that missed was remote, the rest local
             moved = float(counts[promoted].sum()) - n
             out.local += moved
             out.remote -= moved

@@ -42,6 +42,7 @@ access probability p is on the fast tier:
 Watermark headroom shrinks C; rate limits and allocation order are not in the steady state
 (tests compare both faces on stationary Zipf streams).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,14 +57,16 @@ from scipy.optimize import brentq
 from sim.memory.placement import Rules
 from sim.memory.zipf import ZipfRows
 
-HIT = Callable[[np.ndarray, float], np.ndarray]        # h(p, T)
+HIT = Callable[[np.ndarray, float], np.ndarray]  # h(p, T)
 
 
 def che_time(dist: ZipfRows, capacity: float, h: HIT) -> float:
     """The characteristic time T (accesses) with sum_k h(p_k, T) = capacity (Che's approximation)."""
+
     def occupancy(log_t: float) -> float:
         t = math.exp(log_t)
         return dist.rank_sum(lambda k: h(dist.pmf(k), t)) - capacity
+
     lo = math.log(max(capacity, 1.0)) - 1e-9
     while occupancy(lo) > 0:
         lo -= 2.0
@@ -99,19 +102,21 @@ def _q_lru_h(q: Callable[[np.ndarray, float], np.ndarray]) -> HIT:
     def h(p: np.ndarray, t: float) -> np.ndarray:
         seen, qq = -np.expm1(-p * t), q(p, t)
         return qq * seen / (np.exp(-p * t) + qq * seen)
+
     return h
 
 
 @dataclass(frozen=True)
 class Tuning:
     """Kernel knobs of the sampled policies (fractions of the fast tier's capacity for watermarks)."""
-    hint_fault_fraction: float = 1e-4     # assumption: NUMA balancing scans ~256 MB/s of pages; ~1e-4 of accesses fault
-    rate_limit_bytes_per_s: float = 65536 * 2**20   # Linux numa_balancing_promote_rate_limit_MBps default
-    watermark_low: float = 0.001          # Linux watermark_scale_factor 10: 0.1% of the node between marks
+
+    hint_fault_fraction: float = 1e-4  # assumption: NUMA balancing scans ~256 MB/s of pages; ~1e-4 of accesses fault
+    rate_limit_bytes_per_s: float = 65536 * 2**20  # Linux numa_balancing_promote_rate_limit_MBps default
+    watermark_low: float = 0.001  # Linux watermark_scale_factor 10: 0.1% of the node between marks
     watermark_high: float = 0.002
-    demote_watermark: float = 0.02        # assumption: TPP's demote_scale_factor 2% of the node
-    reclaim_batch_pages: int = 32         # Linux SWAP_CLUSTER_MAX
-    failed_promotion_wakes_kswapd: bool = True   # numa_balancing: tiering mode (Linux >= 5.18); False: classic
+    demote_watermark: float = 0.02  # assumption: TPP's demote_scale_factor 2% of the node
+    reclaim_batch_pages: int = 32  # Linux SWAP_CLUSTER_MAX
+    failed_promotion_wakes_kswapd: bool = True  # numa_balancing: tiering mode (Linux >= 5.18); False: classic
 
     def pages(self, fraction: float, fast_pages: int) -> int:
         return math.floor(fraction * fast_pages)
@@ -130,6 +135,7 @@ class PlacementPolicy(Protocol):
 @dataclass(frozen=True)
 class StaticPlacement:
     """No migration: first touch (or, `hottest`, the hottest rows pinned) decides the tier."""
+
     initial: Literal["first_touch", "hottest"] = "first_touch"
 
     @property
@@ -157,6 +163,7 @@ class StaticPlacement:
 @dataclass(frozen=True)
 class LRUPlacement:
     """The fast tier as an LRU cache: promote on every slow access, demote the least recently used."""
+
     name: str = "lru"
 
     def rules(self, fast_pages: int) -> Rules:
@@ -172,17 +179,26 @@ class LRUPlacement:
 @dataclass(frozen=True)
 class NumaBalancing:
     """Sampled hint faults on all pages; promote on fault; coupled watermarks, reactive reclaim."""
+
     tuning: Tuning = Tuning()
     name: str = "numa_balancing"
 
     def rules(self, fast_pages: int) -> Rules:
         t = self.tuning
         low, high = t.pages(t.watermark_low, fast_pages), t.pages(t.watermark_high, fast_pages)
-        return Rules(promote="on_fault", alloc_free_min=low, promote_free_min=high,
-                     hint_fault_fraction=t.hint_fault_fraction, sample_fast=True,
-                     rate_limit_bytes_per_s=t.rate_limit_bytes_per_s, reclaims=True,
-                     reclaim_below=low, reclaim_to=high, reclaim_batch=t.reclaim_batch_pages,
-                     failed_promotions_wake=t.failed_promotion_wakes_kswapd)
+        return Rules(
+            promote="on_fault",
+            alloc_free_min=low,
+            promote_free_min=high,
+            hint_fault_fraction=t.hint_fault_fraction,
+            sample_fast=True,
+            rate_limit_bytes_per_s=t.rate_limit_bytes_per_s,
+            reclaims=True,
+            reclaim_below=low,
+            reclaim_to=high,
+            reclaim_batch=t.reclaim_batch_pages,
+            failed_promotions_wake=t.failed_promotion_wakes_kswapd,
+        )
 
     def _admit(self, p: np.ndarray, t: float) -> np.ndarray:
         # tiering mode: the fault that finds the tier full fails and wakes kswapd; the next one promotes
@@ -192,7 +208,7 @@ class NumaBalancing:
         return capacity * (1.0 - self.tuning.watermark_high)
 
     def hit_rate(self, dist: ZipfRows, capacity: float) -> float:
-        if not self.tuning.failed_promotion_wakes_kswapd:      # promotion stalls once the tier is full
+        if not self.tuning.failed_promotion_wakes_kswapd:  # promotion stalls once the tier is full
             return che_hit_rate(dist, capacity, _lru_h)
         return che_hit_rate(dist, self._usable(capacity), _q_lru_h(self._admit))
 
@@ -205,6 +221,7 @@ class NumaBalancing:
 @dataclass(frozen=True)
 class TPP:
     """Transparent Page Placement: faults on slow pages only, active-list hysteresis, proactive demotion."""
+
     tuning: Tuning = Tuning()
     name: str = "tpp"
 
@@ -212,10 +229,19 @@ class TPP:
         t = self.tuning
         low = t.pages(t.watermark_low, fast_pages)
         demote = max(t.pages(t.demote_watermark, fast_pages), t.pages(t.watermark_high, fast_pages))
-        return Rules(promote="on_fault", alloc_free_min=low, promote_free_min=low,
-                     hint_fault_fraction=t.hint_fault_fraction, sample_fast=False, hysteresis=True,
-                     rate_limit_bytes_per_s=t.rate_limit_bytes_per_s, reclaims=True,
-                     reclaim_below=demote, reclaim_to=demote, reclaim_batch=t.reclaim_batch_pages)
+        return Rules(
+            promote="on_fault",
+            alloc_free_min=low,
+            promote_free_min=low,
+            hint_fault_fraction=t.hint_fault_fraction,
+            sample_fast=False,
+            hysteresis=True,
+            rate_limit_bytes_per_s=t.rate_limit_bytes_per_s,
+            reclaims=True,
+            reclaim_below=demote,
+            reclaim_to=demote,
+            reclaim_batch=t.reclaim_batch_pages,
+        )
 
     def _faults(self, capacity: float) -> int:
         """Faults a slow page takes to be promoted: one to activate, one to promote (+1 without headroom)."""
@@ -231,23 +257,31 @@ class TPP:
 
     def promotion_rate(self, dist: ZipfRows, capacity: float) -> float:
         q = self.tuning.hint_fault_fraction / self._faults(capacity)
+
         def admit(p, t):
             return np.full_like(p, q)
+
         return che_promotion_rate(dist, self._usable(capacity), _q_lru_h(admit), admit)
 
 
 def placement_policy(name: str, tuning: Tuning | None = None) -> PlacementPolicy:
     """The policy called `name` (static, lru, numa_balancing, tpp, static_hot_rows)."""
     tuning = tuning or Tuning()
-    policies = {"static": StaticPlacement(), "static_hot_rows": StaticPlacement("hottest"), "lru": LRUPlacement(),
-                "numa_balancing": NumaBalancing(tuning), "tpp": TPP(tuning)}
+    policies = {
+        "static": StaticPlacement(),
+        "static_hot_rows": StaticPlacement("hottest"),
+        "lru": LRUPlacement(),
+        "numa_balancing": NumaBalancing(tuning),
+        "tpp": TPP(tuning),
+    }
     if name not in policies:
         raise ValueError(f"unknown placement policy {name!r}; allowed: {', '.join(policies)}")
     return policies[name]
 
 
-def sampled_hit_rate(policy: str, dist: ZipfRows, cache_rows: int, rng: np.random.Generator,
-                     accesses: int, warmup: int | None = None) -> float:
+def sampled_hit_rate(
+    policy: str, dist: ZipfRows, cache_rows: int, rng: np.random.Generator, accesses: int, warmup: int | None = None
+) -> float:
     """Reference replay: `accesses` ranks drawn from `dist` through an exact per-access LRU or the
     pinned hottest rows (after `warmup` accesses); the oracle the engine and Che's form are held to."""
     warmup = accesses if warmup is None else warmup

@@ -20,6 +20,7 @@ Tier traffic at run time (here)
   `h{i}/{tier}` over the host link, so the GPUs of one host share the tier max-min fairly. It counts
   accesses and bytes per tier.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -41,21 +42,30 @@ from sim.memory.policies import (  # noqa: F401
 )
 from sim.memory.zipf import HEAD, ZipfRows  # noqa: F401 - re-exported
 
-HBM_SECTOR_BYTES = 32       # assumption: A100/H100 DRAM access sector (L2 sector size)
+HBM_SECTOR_BYTES = 32  # assumption: A100/H100 DRAM access sector (L2 sector size)
 
 
 # ------------------------------------------------------------------------------------------------
 # tier traffic at run time
 
+
 def hbm_tier(gpu: DeviceSpec) -> MemoryTierSpec:
     """A device's HBM as a tier (per device)."""
-    return MemoryTierSpec(name="hbm", kind="hbm", capacity=gpu.memory, bandwidth=gpu.memory_bandwidth,
-                          latency=0.0, granularity=HBM_SECTOR_BYTES, source=gpu.source)
+    return MemoryTierSpec(
+        name="hbm",
+        kind="hbm",
+        capacity=gpu.memory,
+        bandwidth=gpu.memory_bandwidth,
+        latency=0.0,
+        granularity=HBM_SECTOR_BYTES,
+        source=gpu.source,
+    )
 
 
 @dataclass(frozen=True)
 class Access:
     """`count` random accesses of `access_bytes` each to tier `tier` ('hbm' or a host tier name)."""
+
     tier: str
     count: float
     access_bytes: float
@@ -76,8 +86,15 @@ class TieredMemory:
     def spec(self, tier: str) -> MemoryTierSpec:
         return self.hbm if tier == "hbm" else self.tiers[tier]
 
-    def kernel(self, device, name: str, accesses: list[Access], stream: str = "compute",
-               category: str = "memory", extra_hbm_bytes: float = 0.0):
+    def kernel(
+        self,
+        device,
+        name: str,
+        accesses: list[Access],
+        stream: str = "compute",
+        category: str = "memory",
+        extra_hbm_bytes: float = 0.0,
+    ):
         """A SimPy process: hold `stream`, move all accesses concurrently, record a span.
 
         Its value is the kernel's duration (from getting the stream to the last byte)."""
@@ -105,8 +122,11 @@ class TieredMemory:
             for (tier, write), moved in sorted(host_bytes.items()):
                 node = self.cluster.tier_node(device.host, tier)
                 src, dst = (device.node, node) if write else (node, device.node)
-                events.append(self.cluster.network.transfer_many([(src, dst, moved)],
-                                                                 name=f"{name}:{tier}{'.write' if write else ''}"))
+                events.append(
+                    self.cluster.network.transfer_many(
+                        [(src, dst, moved)], name=f"{name}:{tier}{'.write' if write else ''}"
+                    )
+                )
             yield self.sim.all_of(events)
             duration = self.sim.now - start
             device.record(stream, duration)

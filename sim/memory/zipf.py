@@ -9,6 +9,7 @@ corrections) beyond, so tables of billions of rows cost microseconds.
 least `rate`, `expected_distinct(n, lo, hi)` the distinct rows among n accesses falling in ranks
 (lo, hi] (sum of 1 - exp(-n p_k)), `sample(rng, n)` draws ranks (exact inverse CDF).
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-HEAD = 4096                 # ranks summed exactly; beyond: Euler–Maclaurin
-_TAIL_POINTS = 257          # Simpson nodes in log-rank for tail integrals (odd)
+HEAD = 4096  # ranks summed exactly; beyond: Euler–Maclaurin
+_TAIL_POINTS = 257  # Simpson nodes in log-rank for tail integrals (odd)
 
 
 class ZipfRows:
@@ -48,8 +49,7 @@ class ZipfRows:
         tail = n > head
         if np.any(tail):
             m, x, a = float(head), n[tail], self.alpha
-            out[tail] += (self._power_integral(m, x) + (x ** -a - m ** -a) / 2
-                          + a * (m ** (-a - 1) - x ** (-a - 1)) / 12)
+            out[tail] += self._power_integral(m, x) + (x**-a - m**-a) / 2 + a * (m ** (-a - 1) - x ** (-a - 1)) / 12
         return out.reshape(shape)
 
     def rank_sum(self, f: Callable[[np.ndarray], np.ndarray], lo: float = 0, hi: float | None = None) -> float:
@@ -63,7 +63,7 @@ class ZipfRows:
         if head_end > lo:
             total += float(np.sum(f(np.arange(lo + 1, head_end + 1, dtype=float))))
         start = max(lo, HEAD)
-        if hi > start:        # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
+        if hi > start:  # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
             t = np.linspace(math.log(start), math.log(hi), _TAIL_POINTS)
             x = np.exp(t)
             g = f(x) * x
@@ -101,7 +101,7 @@ class ZipfRows:
         head = len(self._head_pow)
         out = np.searchsorted(self._head_cum, u, side="left").astype(float)
         tail = u > self._head_cum[-1]
-        if np.any(tail):       # invert H on the tail by bisection on the rank (vectorised)
+        if np.any(tail):  # invert H on the tail by bisection on the rank (vectorised)
             lo = np.full(tail.sum(), float(head))
             hi = np.full(tail.sum(), float(self.rows))
             target = u[tail]

@@ -16,6 +16,7 @@ weights.
 `DiTSpec` is the architecture, `DiTFamily` its training shapes (the same op vocabulary as the LLMs,
 sim/models/training_shapes.py). Presets: `PRESETS` (`moviegen-30b`).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,6 +42,7 @@ from sim.models.transformer import Gemm, tp_problem
 
 class DiTSpec(StrictModel):
     """A video diffusion transformer (pre-norm blocks: self-attention, cross-attention, FFN)."""
+
     family: Literal["dit"] = "dit"
     name: str = "custom-dit"
     layers: int = Field(ge=1)
@@ -52,8 +54,9 @@ class DiTSpec(StrictModel):
     cross_attention: bool = True
     text_tokens: int = Field(256, ge=0, description="text-encoder tokens per clip (cross-attention keys)")
     text_dim: int | None = Field(None, ge=1, description="text feature width (default: hidden)")
-    adaln_params_per_layer: int = Field(0, ge=0, description="per-layer adaptive-norm modulation weights "
-                                                             "(adaLN-Zero: 6 D^2; 0 when shared)")
+    adaln_params_per_layer: int = Field(
+        0, ge=0, description="per-layer adaptive-norm modulation weights (adaLN-Zero: 6 D^2; 0 when shared)"
+    )
     latent_channels: int = Field(16, ge=1)
     compression: tuple[int, int, int] = (8, 8, 8)
     patch: tuple[int, int, int] = (1, 2, 2)
@@ -87,7 +90,9 @@ class DiTSpec(StrictModel):
     def tokens(self, frames: int, height: int, width: int) -> int:
         """Spatio-temporal tokens of one clip (ValueError if the clip does not tile)."""
         dims = []
-        for size, c, p, what in zip((frames, height, width), self.compression, self.patch, ("frames", "height", "width")):
+        for size, c, p, what in zip(
+            (frames, height, width), self.compression, self.patch, ("frames", "height", "width")
+        ):
             if size % (c * p):
                 raise ValueError(f"video {what} {size} must be a multiple of compression x patch = {c * p}")
             dims.append(size // (c * p))
@@ -113,30 +118,51 @@ class DiTSpec(StrictModel):
     @property
     def layer_params(self) -> int:
         norms = (3 if self.cross_attention else 2) * self.hidden
-        return (self.self_attention_params + self.cross_q_out_params + self.cross_kv_params + self.ffn_params
-                + self.adaln_params_per_layer + norms)
+        return (
+            self.self_attention_params
+            + self.cross_q_out_params
+            + self.cross_kv_params
+            + self.ffn_params
+            + self.adaln_params_per_layer
+            + norms
+        )
 
     @property
     def params(self) -> int:
         return self.layers * self.layer_params + 2 * self.patch_dim * self.hidden + self.hidden
 
 
-_MOVIEGEN = ("arXiv 2410.13720 (Movie Gen) §3.1: 30B transformer, 48 layers, D 6144, FFN 16384, 48 heads, "
-             "SwiGLU, RMSNorm, cross-attention to text; TAE compresses 8x in T, H, W; 1x2x2 patches; a 768 px "
-             "16 s clip at 16 fps is ~73K tokens (256 frames -> 32 x 48 x 48 = 73,728)")
-PRESETS: Mapping[str, DiTSpec] = MappingProxyType({
-    # kv_heads = heads (assumption: MHA; not stated); text_tokens 256 (assumption: prompt length after the
-    # paper's three text encoders); latent_channels 16 (arXiv 2410.13720 §3.1.1: TAE latent channels C = 16);
-    # adaLN modulation shared across layers (assumption: the paper's 30B total leaves no room for 6 D^2 per layer).
-    "moviegen-30b": DiTSpec(name="moviegen-30b", layers=48, hidden=6144, ffn=16384, heads=48, mlp="swiglu",
-                            text_tokens=256, latent_channels=16, compression=(8, 8, 8), patch=(1, 2, 2),
-                            source=_MOVIEGEN),
-})
+_MOVIEGEN = (
+    "arXiv 2410.13720 (Movie Gen) §3.1: 30B transformer, 48 layers, D 6144, FFN 16384, 48 heads, "
+    "SwiGLU, RMSNorm, cross-attention to text; TAE compresses 8x in T, H, W; 1x2x2 patches; a 768 px "
+    "16 s clip at 16 fps is ~73K tokens (256 frames -> 32 x 48 x 48 = 73,728)"
+)
+PRESETS: Mapping[str, DiTSpec] = MappingProxyType(
+    {
+        # kv_heads = heads (assumption: MHA; not stated); text_tokens 256 (assumption: prompt length after the
+        # paper's three text encoders); latent_channels 16 (arXiv 2410.13720 §3.1.1: TAE latent channels C = 16);
+        # adaLN modulation shared across layers (assumption: the paper's 30B total leaves no room for 6 D^2 per layer).
+        "moviegen-30b": DiTSpec(
+            name="moviegen-30b",
+            layers=48,
+            hidden=6144,
+            ffn=16384,
+            heads=48,
+            mlp="swiglu",
+            text_tokens=256,
+            latent_channels=16,
+            compression=(8, 8, 8),
+            patch=(1, 2, 2),
+            source=_MOVIEGEN,
+        ),
+    }
+)
 
 
 @dataclass(frozen=True)
 class DiTFamily(ModelFamily):
     """Training shapes of a DiTSpec (interface as training_shapes.LLMFamily)."""
+
     spec: DiTSpec
     family: str = "dit"
     causal: bool = False
@@ -169,10 +195,14 @@ class DiTFamily(ModelFamily):
         """6 x params x tokens (video-token matrices on the clip's tokens, the cross-attention K/V
         projections on the text tokens) + attention x3 (full self-attention, cross-attention)."""
         m = self.spec
-        video_params = m.layers * (m.self_attention_params + m.cross_q_out_params + m.ffn_params
-                                   + m.adaln_params_per_layer) + 2 * m.patch_dim * m.hidden
+        video_params = (
+            m.layers * (m.self_attention_params + m.cross_q_out_params + m.ffn_params + m.adaln_params_per_layer)
+            + 2 * m.patch_dim * m.hidden
+        )
         dense = 6.0 * video_params * sequence + 6.0 * m.layers * m.cross_kv_params * m.text_tokens
-        attn = 4.0 * m.layers * m.heads * m.head_dim * sequence * (sequence + (m.text_tokens if m.cross_attention else 0))
+        attn = (
+            4.0 * m.layers * m.heads * m.head_dim * sequence * (sequence + (m.text_tokens if m.cross_attention else 0))
+        )
         return dense + 3.0 * attn
 
     # ---- forward ops -----------------------------------------------------------------------
@@ -183,30 +213,60 @@ class DiTFamily(ModelFamily):
         m, t, e = self.spec, s.tp, s.act_bytes
         qh, kvh = self._heads(t)
         hd, n, sp = m.head_dim, s.tokens, s.sp_divisor
-        norm = 4 * n * m.hidden * e / sp                       # fused residual + norm + modulation
+        norm = 4 * n * m.hidden * e / sp  # fused residual + norm + modulation
         up = (2 if m.mlp == "swiglu" else 1) * m.ffn // t
-        ops: list[Op] = [ElementwiseOp("norm_self", norm), *s.tp_comm("tp all_gather qkv_in", True),
-                         Gemm("qkv_proj", n, (qh + 2 * kvh) * hd, m.hidden, s.gemm_dtype),
-                         ElementwiseOp("rope_3d", 2 * n * (qh + kvh) * hd * e)]
+        ops: list[Op] = [
+            ElementwiseOp("norm_self", norm),
+            *s.tp_comm("tp all_gather qkv_in", True),
+            Gemm("qkv_proj", n, (qh + 2 * kvh) * hd, m.hidden, s.gemm_dtype),
+            ElementwiseOp("rope_3d", 2 * n * (qh + kvh) * hd * e),
+        ]
         if s.cp > 1:
             ops.append(CommOp("cp all_gather kv", "cp", "all_gather", 2 * s.batch * s.sequence * kvh * hd * e))
-        ops += [AttentionOp("self_attention", s.sequence // s.cp, s.sequence, qh, kvh, hd,
-                            s.sequence / s.cp * s.sequence, s.batch, s.dtype),
-                Gemm("out_proj", n, m.hidden, qh * hd, s.gemm_dtype), *s.tp_comm("tp reduce_scatter attn_out", False)]
+        ops += [
+            AttentionOp(
+                "self_attention",
+                s.sequence // s.cp,
+                s.sequence,
+                qh,
+                kvh,
+                hd,
+                s.sequence / s.cp * s.sequence,
+                s.batch,
+                s.dtype,
+            ),
+            Gemm("out_proj", n, m.hidden, qh * hd, s.gemm_dtype),
+            *s.tp_comm("tp reduce_scatter attn_out", False),
+        ]
         if m.cross_attention:
             text = s.batch * m.text_tokens
-            ops += [ElementwiseOp("norm_cross", norm), *s.tp_comm("tp all_gather cross_in", True),
-                    Gemm("cross_q", n, qh * hd, m.hidden, s.gemm_dtype),
-                    Gemm("cross_kv", text, 2 * kvh * hd, m.ctx_dim, s.gemm_dtype),
-                    AttentionOp("cross_attention", s.sequence // s.cp, m.text_tokens, qh, kvh, hd,
-                                s.sequence / s.cp * m.text_tokens, s.batch, s.dtype),
-                    Gemm("cross_out", n, m.hidden, qh * hd, s.gemm_dtype),
-                    *s.tp_comm("tp reduce_scatter cross_out", False)]
-        ops += [ElementwiseOp("norm_ffn", norm), *s.tp_comm("tp all_gather ffn_in", True),
-                Gemm("ffn_up", n, up, m.hidden, s.gemm_dtype),
-                ElementwiseOp("ffn_act", (3 if m.mlp == "swiglu" else 2) * n * (m.ffn // t) * e),
-                Gemm("ffn_down", n, m.hidden, m.ffn // t, s.gemm_dtype),
-                *s.tp_comm("tp reduce_scatter ffn_out", False)]
+            ops += [
+                ElementwiseOp("norm_cross", norm),
+                *s.tp_comm("tp all_gather cross_in", True),
+                Gemm("cross_q", n, qh * hd, m.hidden, s.gemm_dtype),
+                Gemm("cross_kv", text, 2 * kvh * hd, m.ctx_dim, s.gemm_dtype),
+                AttentionOp(
+                    "cross_attention",
+                    s.sequence // s.cp,
+                    m.text_tokens,
+                    qh,
+                    kvh,
+                    hd,
+                    s.sequence / s.cp * m.text_tokens,
+                    s.batch,
+                    s.dtype,
+                ),
+                Gemm("cross_out", n, m.hidden, qh * hd, s.gemm_dtype),
+                *s.tp_comm("tp reduce_scatter cross_out", False),
+            ]
+        ops += [
+            ElementwiseOp("norm_ffn", norm),
+            *s.tp_comm("tp all_gather ffn_in", True),
+            Gemm("ffn_up", n, up, m.hidden, s.gemm_dtype),
+            ElementwiseOp("ffn_act", (3 if m.mlp == "swiglu" else 2) * n * (m.ffn // t) * e),
+            Gemm("ffn_down", n, m.hidden, m.ffn // t, s.gemm_dtype),
+            *s.tp_comm("tp reduce_scatter ffn_out", False),
+        ]
         return ops
 
     def first_forward(self, s: Shape) -> list[Op]:
@@ -216,10 +276,12 @@ class DiTFamily(ModelFamily):
     def last_forward(self, s: Shape) -> list[Op]:
         """Final norm, linear back to latent patches, MSE loss (fp32, three passes)."""
         m = self.spec
-        return [ElementwiseOp("final_norm", 4 * s.tokens * m.hidden * s.act_bytes / s.sp_divisor),
-                *s.tp_comm("tp all_gather final_in", True),
-                Gemm("final_linear", s.tokens, m.patch_dim, m.hidden, s.gemm_dtype),
-                ElementwiseOp("mse_loss", 3 * s.tokens * m.patch_dim * 4, recompute_selective=False)]
+        return [
+            ElementwiseOp("final_norm", 4 * s.tokens * m.hidden * s.act_bytes / s.sp_divisor),
+            *s.tp_comm("tp all_gather final_in", True),
+            Gemm("final_linear", s.tokens, m.patch_dim, m.hidden, s.gemm_dtype),
+            ElementwiseOp("mse_loss", 3 * s.tokens * m.patch_dim * 4, recompute_selective=False),
+        ]
 
     # ---- memory -------------------------------------------------------------------------------
     def saved_bytes_per_token(self, s: Shape, recompute: Recompute) -> float:
@@ -231,12 +293,16 @@ class DiTFamily(ModelFamily):
         if recompute == "full":
             return residual
         up = (2 if m.mlp == "swiglu" else 1) * m.ffn // s.tp
-        kept = (blocks * residual                                   # block inputs
-                + (qh + 2 * kvh) * hd * e + qh * hd * e + qh * 4    # self-attention Q, K, V, output, LSE
-                + up * e)                                           # FFN up (+gate) output
+        kept = (
+            blocks * residual  # block inputs
+            + (qh + 2 * kvh) * hd * e
+            + qh * hd * e
+            + qh * 4  # self-attention Q, K, V, output, LSE
+            + up * e
+        )  # FFN up (+gate) output
         if m.cross_attention:
-            kept += 2 * qh * hd * e + qh * 4                        # cross-attention Q, output, LSE
-        recomputable = blocks * residual + (m.ffn // s.tp) * e      # norm outputs, activation output
+            kept += 2 * qh * hd * e + qh * 4  # cross-attention Q, output, LSE
+        recomputable = blocks * residual + (m.ffn // s.tp) * e  # norm outputs, activation output
         return kept + (recomputable if recompute == "none" else 0.0)
 
     def working_bytes(self, s: Shape) -> float:

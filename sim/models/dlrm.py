@@ -20,6 +20,7 @@ Dense architecture (`DenseConfig`)
   `dense_params()` counts the weights that the data-parallel all-reduce carries.
 Interaction layer counts and ranks default to assumptions noted next to each field.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ EmbeddingDtype = Literal["fp32", "fp16", "bf16", "fp8", "int8"]
 
 class Spread(StrictModel):
     """A range for generated tables: log-uniform (rows, pooling) or uniform (zipf_alpha)."""
+
     min: float = Field(gt=0)
     max: float = Field(gt=0)
 
@@ -73,6 +75,7 @@ class TableGenerator(StrictModel):
 @dataclass(frozen=True)
 class Table:
     """An expanded embedding table (SI units)."""
+
     name: str
     rows: int
     dim: int
@@ -111,12 +114,13 @@ def generate_tables(gen: TableGenerator, rng: np.random.Generator) -> list[Table
     pooling = _draw(gen.pooling, rng, n, log=True)
     alpha = _draw(gen.zipf_alpha, rng, n, log=False)
     width = len(str(n - 1))
-    return [Table(f"{gen.prefix}{i:0{width}d}", int(rows[i]), int(dims[i]), float(pooling[i]),
-                  float(alpha[i]), gen.dtype) for i in range(n)]
+    return [
+        Table(f"{gen.prefix}{i:0{width}d}", int(rows[i]), int(dims[i]), float(pooling[i]), float(alpha[i]), gen.dtype)
+        for i in range(n)
+    ]
 
 
-def expand_tables(tables: list[TableConfig], generators: list[TableGenerator],
-                  rng_for) -> list[Table]:
+def expand_tables(tables: list[TableConfig], generators: list[TableGenerator], rng_for) -> list[Table]:
     """Explicit tables first, then each generator's tables; `rng_for(name)` gives a numpy Generator."""
     out = [Table(t.name, t.rows, t.dim, t.pooling, t.zipf_alpha, t.dtype) for t in tables]
     for gen in generators:
@@ -126,6 +130,7 @@ def expand_tables(tables: list[TableConfig], generators: list[TableGenerator],
 
 # ------------------------------------------------------------------------------------------------
 # dense architecture
+
 
 class FlopInteraction(StrictModel):
     flop_per_sample: float = Field(gt=0, description="forward FLOPs of the interaction per sample")
@@ -140,14 +145,20 @@ Interaction = Literal["dot", "dcn", "wukong", "dhen"] | FlopInteraction
 # dhen: 2 layers, cross rank 256 (assumption).
 _INTERACTION_DEFAULTS = {"dot": (1, 0), "dcn": (3, 512), "wukong": (8, 32), "dhen": (2, 256)}
 
-Gemm = tuple[str, float, float, float, float]      # (name, m, n, k, batch)
+Gemm = tuple[str, float, float, float, float]  # (name, m, n, k, batch)
 
 
 class DenseConfig(StrictModel):
-    bottom_mlp: list[int] = Field(default_factory=lambda: [13, 512, 256, 128], min_length=2,
-                                  description="[input features, hidden..., output] (DLRM convention)")
-    top_mlp: list[int] = Field(default_factory=lambda: [1024, 1024, 512, 256, 1], min_length=1,
-                               description="output widths of the top MLP layers")
+    bottom_mlp: list[int] = Field(
+        default_factory=lambda: [13, 512, 256, 128],
+        min_length=2,
+        description="[input features, hidden..., output] (DLRM convention)",
+    )
+    top_mlp: list[int] = Field(
+        default_factory=lambda: [1024, 1024, 512, 256, 1],
+        min_length=1,
+        description="output widths of the top MLP layers",
+    )
     interaction: Interaction = "dot"
     interaction_layers: int | None = Field(None, ge=1, description="dcn/wukong/dhen layers (default per kind)")
     interaction_rank: int | None = Field(None, ge=1, description="dcn/dhen low rank, wukong FM rank")
@@ -179,16 +190,25 @@ class DenseConfig(StrictModel):
         if self.interaction == "wukong":
             gemms, params = [], 0.0
             for _ in range(layers):
-                gemms += [("wukong.fm_compress", d, rank, f, batch), ("wukong.fm", f, rank, d, batch),
-                          ("wukong.fm_mlp", batch, f * d, f * rank, 1), ("wukong.lcb", d, f, f, batch)]
+                gemms += [
+                    ("wukong.fm_compress", d, rank, f, batch),
+                    ("wukong.fm", f, rank, d, batch),
+                    ("wukong.fm_mlp", batch, f * d, f * rank, 1),
+                    ("wukong.lcb", d, f, f, batch),
+                ]
                 params += f * rank + f * rank * f * d + f * f
             return gemms, f * d, params
-        gemms, params = [], 0.0            # dhen
+        gemms, params = [], 0.0  # dhen
         for _ in range(layers):
-            gemms += [("dhen.dot", f, f, d, batch), ("dhen.cross_u", batch, rank, f * d, 1),
-                      ("dhen.cross_v", batch, f * d, rank, 1), ("dhen.qkv", batch * f, 3 * d, d, 1),
-                      ("dhen.scores", f, f, d, batch), ("dhen.context", f, d, f, batch),
-                      ("dhen.proj", batch, f * d, f * f + 2 * f * d, 1)]
+            gemms += [
+                ("dhen.dot", f, f, d, batch),
+                ("dhen.cross_u", batch, rank, f * d, 1),
+                ("dhen.cross_v", batch, f * d, rank, 1),
+                ("dhen.qkv", batch * f, 3 * d, d, 1),
+                ("dhen.scores", f, f, d, batch),
+                ("dhen.context", f, d, f, batch),
+                ("dhen.proj", batch, f * d, f * f + 2 * f * d, 1),
+            ]
             params += 2.0 * rank * f * d + 3 * d * d + (f * f + 2 * f * d) * f * d
         return gemms, f * d, params
 
@@ -207,8 +227,7 @@ class DenseConfig(StrictModel):
         for i, (k, n) in enumerate(zip(self.bottom_mlp, self.bottom_mlp[1:])):
             gemms.append((f"bottom{i}", batch, n, k, 1))
             params += k * n + n
-        inter, width, p = self.interaction_gemms(batch, len(table_dims) + 1,
-                                                 self.embedding_dim + int(sum(table_dims)))
+        inter, width, p = self.interaction_gemms(batch, len(table_dims) + 1, self.embedding_dim + int(sum(table_dims)))
         gemms += inter
         params += p
         k = width
@@ -229,5 +248,3 @@ def backward_gemms(gemms: list[Gemm]) -> list[Gemm]:
     for name, m, n, k, b in reversed(gemms):
         out += [(f"{name}.dgrad", m, k, n, b), (f"{name}.wgrad", k, n, m, b)]
     return out
-
-

@@ -29,6 +29,7 @@ tensor list of Korthikanti et al. (arXiv 2205.05198 §4) adapted to RMSNorm + GQ
 (no dropout masks, no s^2 score matrices): norm inputs and outputs, Q/K/V, attention output and its
 fp32 log-sum-exp, the FFN up(+gate) output and the activation output.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -48,20 +49,20 @@ from sim.models.transformer import (
 )
 
 Recompute = Literal["none", "selective", "full"]
-ATTENTION_BWD_EXECUTED = 2.5        # FlashAttention backward: 5 matmuls vs the forward's 2
-ATTENTION_BWD_MODEL = 2.0           # model-FLOP convention: backward = 2 x forward
-ELEMENTWISE_BWD_BYTES = 2.0         # assumption (module docstring)
+ATTENTION_BWD_EXECUTED = 2.5  # FlashAttention backward: 5 matmuls vs the forward's 2
+ATTENTION_BWD_MODEL = 2.0  # model-FLOP convention: backward = 2 x forward
+ELEMENTWISE_BWD_BYTES = 2.0  # assumption (module docstring)
 
 
 @dataclass(frozen=True)
 class AttentionOp:
     name: str
-    q_len: int            # local queries per sequence
-    kv_len: int           # keys each query block reads (the gathered sequence under cp)
-    heads: int            # query heads on this GPU
+    q_len: int  # local queries per sequence
+    kv_len: int  # keys each query block reads (the gathered sequence under cp)
+    heads: int  # query heads on this GPU
     kv_heads: int
     head_dim: int
-    pairs: float          # (query, key) pairs per head and sequence on this GPU
+    pairs: float  # (query, key) pairs per head and sequence on this GPU
     batch: int
     dtype: str
     backward: bool = False
@@ -77,7 +78,7 @@ class AttentionOp:
 class ElementwiseOp:
     name: str
     nbytes: float
-    recompute_selective: bool = True       # selective recomputation re-runs it
+    recompute_selective: bool = True  # selective recomputation re-runs it
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class CommOp:
     name: str
     group: Literal["tp", "cp"]
     op: Literal["all_gather", "reduce_scatter", "all_reduce"]
-    nbytes: float         # nccl-tests convention (total buffer for AG/RS, per-rank buffer for AR)
+    nbytes: float  # nccl-tests convention (total buffer for AG/RS, per-rank buffer for AR)
 
 
 Op = Gemm | AttentionOp | ElementwiseOp | CommOp
@@ -98,7 +99,10 @@ _SWAP = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather", "all_re
 
 def backward_ops(op: Op) -> list[Op]:
     if isinstance(op, Gemm):
-        return [Gemm(f"{op.name}.dgrad", op.m, op.k, op.n, op.dtype), Gemm(f"{op.name}.wgrad", op.k, op.n, op.m, op.dtype)]
+        return [
+            Gemm(f"{op.name}.dgrad", op.m, op.k, op.n, op.dtype),
+            Gemm(f"{op.name}.wgrad", op.k, op.n, op.m, op.dtype),
+        ]
     if isinstance(op, AttentionOp):
         return [replace(op, name=f"{op.name}.bwd", backward=True)]
     if isinstance(op, ElementwiseOp):
@@ -128,14 +132,27 @@ def timed(op: Op, device: DeviceSpec, model: bool = True) -> Kernel | CommOp:
     """Kernels get their duration from the hardware model (`model`: whether their FLOPs are model
     FLOPs, not recomputation); collectives stay as they are."""
     if isinstance(op, Gemm):
-        return Kernel(op.name, device.gemm_time_s(op.m, op.n, op.k, op.dtype), flop=op.flop if model else 0.0,
-                      category="dense", executed_flop=op.flop)
+        return Kernel(
+            op.name,
+            device.gemm_time_s(op.m, op.n, op.k, op.dtype),
+            flop=op.flop if model else 0.0,
+            category="dense",
+            executed_flop=op.flop,
+        )
     if isinstance(op, AttentionOp):
-        group = op.heads // op.kv_heads                  # GQA heads packed into the query rows (FA3)
+        group = op.heads // op.kv_heads  # GQA heads packed into the query rows (FA3)
         fwd = 4.0 * op.batch * op.heads * op.head_dim * op.pairs
         executed = fwd * (ATTENTION_BWD_EXECUTED if op.backward else 1.0)
-        t = device.attention_time_s(op.q_len * group, op.kv_len, op.kv_heads, op.head_dim, kv_heads=op.kv_heads,
-                                    dtype=op.dtype, batch=op.batch, flop=executed)
+        t = device.attention_time_s(
+            op.q_len * group,
+            op.kv_len,
+            op.kv_heads,
+            op.head_dim,
+            kv_heads=op.kv_heads,
+            dtype=op.dtype,
+            batch=op.batch,
+            flop=executed,
+        )
         return Kernel(op.name, t, flop=op.flop if model else 0.0, category="attention", executed_flop=executed)
     if isinstance(op, ElementwiseOp):
         return Kernel(op.name, device.memory_time_s(op.nbytes), nbytes=op.nbytes, category="elementwise")
@@ -144,16 +161,18 @@ def timed(op: Op, device: DeviceSpec, model: bool = True) -> Kernel | CommOp:
 
 # ---- the LLM family --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Shape:
     """The work of one micro-batch on one GPU."""
+
     tp: int
     cp: int
-    sequence: int         # tokens per sequence (before cp)
-    batch: int            # sequences per micro-batch
-    hidden: int           # width of the residual stream
-    dtype: str            # activations and attention
-    gemm_dtype: str       # GEMMs (fp8: FP8 tensor cores, Transformer Engine style)
+    sequence: int  # tokens per sequence (before cp)
+    batch: int  # sequences per micro-batch
+    hidden: int  # width of the residual stream
+    dtype: str  # activations and attention
+    gemm_dtype: str  # GEMMs (fp8: FP8 tensor cores, Transformer Engine style)
     sequence_parallel: bool = True
 
     @property
@@ -184,6 +203,7 @@ class Shape:
 class ModelFamily:
     """What every trained model family shares: its spec's name, depth and width, and the `Shape`
     of a layer under a parallelism. Subclasses add the layer ops, parameters and FLOPs."""
+
     spec: object
 
     @property
@@ -205,6 +225,7 @@ class ModelFamily:
 @dataclass(frozen=True)
 class LLMFamily(ModelFamily):
     """A decoder-only LLM (TransformerSpec) trained with causal attention."""
+
     spec: TransformerSpec
     family: str = "llm"
     causal: bool = True
@@ -217,7 +238,9 @@ class LLMFamily(ModelFamily):
 
     def cp_problem(self, cp: int, sequence: int) -> str | None:
         if cp > 1 and sequence % (2 * cp):
-            return f"sequence_length {sequence} must divide into 2 x cp = {2 * cp} chunks (load-balanced causal sharding)"
+            return (
+                f"sequence_length {sequence} must divide into 2 x cp = {2 * cp} chunks (load-balanced causal sharding)"
+            )
         return None
 
     # ---- parameters ------------------------------------------------------------------------
@@ -228,11 +251,11 @@ class LLMFamily(ModelFamily):
 
     @property
     def first_params(self) -> int:
-        return self.spec.vocab * self.spec.hidden                      # input embedding
+        return self.spec.vocab * self.spec.hidden  # input embedding
 
     @property
     def last_params(self) -> int:
-        return self.spec.vocab * self.spec.hidden + self.spec.hidden   # final norm + LM head
+        return self.spec.vocab * self.spec.hidden + self.spec.hidden  # final norm + LM head
 
     @property
     def params(self) -> int:
@@ -256,23 +279,42 @@ class LLMFamily(ModelFamily):
         g = {x.name: x for x in layer_gemms(shard, s.tokens, s.gemm_dtype, s.gemm_dtype)}
         ew = layer_elementwise_bytes(shard, s.tokens, s.act_bytes)
         sp = s.sp_divisor
-        ops: list[Op] = [ElementwiseOp("norm_attn", ew["norm_attn"] / sp), *s.tp_comm("tp all_gather qkv_in", True),
-                         g["qkv_proj"], ElementwiseOp("rope", ew["rope"])]
+        ops: list[Op] = [
+            ElementwiseOp("norm_attn", ew["norm_attn"] / sp),
+            *s.tp_comm("tp all_gather qkv_in", True),
+            g["qkv_proj"],
+            ElementwiseOp("rope", ew["rope"]),
+        ]
         if s.cp > 1:
             kv = 2 * s.batch * s.sequence * shard.kv_heads * shard.head_dim * s.act_bytes
             ops.append(CommOp("cp all_gather kv", "cp", "all_gather", kv))
         pairs = causal_keys_seen(s.sequence) / s.cp
-        ops += [AttentionOp("attention", s.sequence // s.cp, s.sequence, shard.q_heads, shard.kv_heads,
-                            shard.head_dim, pairs, s.batch, s.dtype),
-                g["out_proj"], *s.tp_comm("tp reduce_scatter attn_out", False),
-                ElementwiseOp("norm_ffn", ew["norm_ffn"] / sp), *s.tp_comm("tp all_gather ffn_in", True),
-                g["ffn_up"], ElementwiseOp("ffn_act", ew["ffn_act"]), g["ffn_down"],
-                *s.tp_comm("tp reduce_scatter ffn_out", False)]
+        ops += [
+            AttentionOp(
+                "attention",
+                s.sequence // s.cp,
+                s.sequence,
+                shard.q_heads,
+                shard.kv_heads,
+                shard.head_dim,
+                pairs,
+                s.batch,
+                s.dtype,
+            ),
+            g["out_proj"],
+            *s.tp_comm("tp reduce_scatter attn_out", False),
+            ElementwiseOp("norm_ffn", ew["norm_ffn"] / sp),
+            *s.tp_comm("tp all_gather ffn_in", True),
+            g["ffn_up"],
+            ElementwiseOp("ffn_act", ew["ffn_act"]),
+            g["ffn_down"],
+            *s.tp_comm("tp reduce_scatter ffn_out", False),
+        ]
         return ops
 
     def first_forward(self, s: Shape) -> list[Op]:
         """Vocab-parallel embedding lookup, then its TP reduction."""
-        nbytes = 2 * s.tokens * self.spec.hidden * s.act_bytes        # read rows, write activations
+        nbytes = 2 * s.tokens * self.spec.hidden * s.act_bytes  # read rows, write activations
         ops: list[Op] = [ElementwiseOp("embedding", nbytes, recompute_selective=False)]
         if s.tp > 1:
             op = "reduce_scatter" if s.sequence_parallel else "all_reduce"
@@ -284,9 +326,12 @@ class LLMFamily(ModelFamily):
         sum-exp, loss) with its small TP all-reduces of per-token statistics."""
         shard = TensorShard(self.spec, s.tp)
         head = lm_head_gemm(shard, s.tokens, s.gemm_dtype)
-        ops: list[Op] = [ElementwiseOp("final_norm", 4 * s.tokens * self.spec.hidden * s.act_bytes / s.sp_divisor),
-                         *s.tp_comm("tp all_gather lm_head_in", True), head,
-                         ElementwiseOp("cross_entropy", 3 * s.tokens * head.n * 4, recompute_selective=False)]
+        ops: list[Op] = [
+            ElementwiseOp("final_norm", 4 * s.tokens * self.spec.hidden * s.act_bytes / s.sp_divisor),
+            *s.tp_comm("tp all_gather lm_head_in", True),
+            head,
+            ElementwiseOp("cross_entropy", 3 * s.tokens * head.n * 4, recompute_selective=False),
+        ]
         if s.tp > 1:
             ops.append(CommOp("tp all_reduce loss stats", "tp", "all_reduce", 3 * s.tokens * 4))
         return ops
@@ -300,12 +345,15 @@ class LLMFamily(ModelFamily):
         if recompute == "full":
             return layer_input
         up = shard.ffn * (2 if self.spec.mlp == "swiglu" else 1)
-        kept = (layer_input                                        # attention norm input (residual)
-                + (shard.q_heads + 2 * shard.kv_heads) * hd * e    # Q, K, V
-                + shard.q_heads * hd * e + shard.q_heads * 4       # attention output, fp32 LSE
-                + h * e / sp                                       # FFN norm input (residual)
-                + up * e)                                          # FFN up (+gate) output
-        recomputable = 2 * h * e / sp + shard.ffn * e              # norm outputs, activation output
+        kept = (
+            layer_input  # attention norm input (residual)
+            + (shard.q_heads + 2 * shard.kv_heads) * hd * e  # Q, K, V
+            + shard.q_heads * hd * e
+            + shard.q_heads * 4  # attention output, fp32 LSE
+            + h * e / sp  # FFN norm input (residual)
+            + up * e
+        )  # FFN up (+gate) output
+        recomputable = 2 * h * e / sp + shard.ffn * e  # norm outputs, activation output
         return kept + (recomputable if recompute == "none" else 0.0)
 
     def working_bytes(self, s: Shape) -> float:

@@ -17,6 +17,7 @@ Concepts
 - Memory: weight bytes per GPU (attention and FFN matrices may use different dtypes, e.g. the FP8
   row-wise FFN of arXiv 2411.01783), KV-cache bytes per token per GPU.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ from hardware_models.strict import StrictModel
 
 class TransformerSpec(StrictModel):
     """A decoder-only transformer (pre-norm, RoPE, grouped-query attention)."""
+
     name: str = "custom"
     layers: int = Field(ge=1)
     hidden: int = Field(ge=1, description="model dimension D")
@@ -95,18 +97,31 @@ def causal_keys_seen(new_tokens: float, cached_tokens: float = 0.0) -> float:
 
 
 _LLAMA3 = "arXiv 2407.21783 (The Llama 3 Herd of Models) Table 3; vocab 128,256 (tokenizer); docs/references.md#models"
-PRESETS: Mapping[str, TransformerSpec] = MappingProxyType({
-    "llama3-8b": TransformerSpec(name="llama3-8b", layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8,
-                                 vocab=128256, source=_LLAMA3),
-    "llama3-70b": TransformerSpec(name="llama3-70b", layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8,
-                                  vocab=128256, source=_LLAMA3),
-    "llama3-405b": TransformerSpec(name="llama3-405b", layers=126, hidden=16384, ffn=53248, heads=128,
-                                   kv_heads=8, vocab=128256, source=_LLAMA3),
-    "nemotron4-340b": TransformerSpec(name="nemotron4-340b", layers=96, hidden=18432, ffn=73728, heads=96,
-                                      kv_heads=8, vocab=256000, mlp="relu2",
-                                      source="arXiv 2406.11704 (Nemotron-4 340B) Table 1: squared-ReLU MLP, "
-                                             "vocab 256,000; docs/references.md#models"),
-})
+PRESETS: Mapping[str, TransformerSpec] = MappingProxyType(
+    {
+        "llama3-8b": TransformerSpec(
+            name="llama3-8b", layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8, vocab=128256, source=_LLAMA3
+        ),
+        "llama3-70b": TransformerSpec(
+            name="llama3-70b", layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8, vocab=128256, source=_LLAMA3
+        ),
+        "llama3-405b": TransformerSpec(
+            name="llama3-405b", layers=126, hidden=16384, ffn=53248, heads=128, kv_heads=8, vocab=128256, source=_LLAMA3
+        ),
+        "nemotron4-340b": TransformerSpec(
+            name="nemotron4-340b",
+            layers=96,
+            hidden=18432,
+            ffn=73728,
+            heads=96,
+            kv_heads=8,
+            vocab=256000,
+            mlp="relu2",
+            source="arXiv 2406.11704 (Nemotron-4 340B) Table 1: squared-ReLU MLP, "
+            "vocab 256,000; docs/references.md#models",
+        ),
+    }
+)
 
 
 def resolve_model(value: str | dict | TransformerSpec) -> TransformerSpec:
@@ -136,6 +151,7 @@ def tp_problem(model: TransformerSpec, tp: int, kv_heads: int | None = None) -> 
 @dataclass(frozen=True)
 class TensorShard:
     """One GPU's share of every layer under tensor parallelism degree `tp`."""
+
     model: TransformerSpec
     tp: int
 
@@ -159,7 +175,7 @@ class TensorShard:
     def weight_bytes(self, dtype: str, ffn_dtype: str, embedding_dtype: str = "bf16") -> float:
         """Weights on one GPU: attention matrices in `dtype`, FFN in `ffn_dtype`, embeddings sharded."""
         m, hd = self.model, self.head_dim
-        attention = (m.hidden * (self.q_heads + 2 * self.kv_heads) * hd + self.q_heads * hd * m.hidden)
+        attention = m.hidden * (self.q_heads + 2 * self.kv_heads) * hd + self.q_heads * hd * m.hidden
         ffn = m.ffn_matrices * m.hidden * self.ffn
         norms = 2 * m.hidden
         per_layer = attention * DTYPE_BYTES[dtype] + ffn * DTYPE_BYTES[ffn_dtype] + norms * 2
@@ -173,6 +189,7 @@ class TensorShard:
 @dataclass(frozen=True)
 class Gemm:
     """A GEMM [m, k] @ [k, n] in `dtype`."""
+
     name: str
     m: int
     n: int
@@ -187,7 +204,7 @@ class Gemm:
 def layer_gemms(shard: TensorShard, tokens: int, dtype: str, ffn_dtype: str) -> list[Gemm]:
     """Forward GEMMs of one layer on one GPU for `tokens` rows, in execution order."""
     m, hd, d = shard.model, shard.head_dim, shard.model.hidden
-    up_width = shard.ffn * (2 if m.mlp == "swiglu" else 1)          # gate and up fused
+    up_width = shard.ffn * (2 if m.mlp == "swiglu" else 1)  # gate and up fused
     return [
         Gemm("qkv_proj", tokens, (shard.q_heads + 2 * shard.kv_heads) * hd, d, dtype),
         Gemm("out_proj", tokens, d, shard.q_heads * hd, dtype),
@@ -214,8 +231,12 @@ def layer_elementwise_bytes(shard: TensorShard, tokens: int, act_bytes: float) -
         act = 3 * tokens * shard.ffn * act_bytes
     else:
         act = 2 * tokens * shard.ffn * act_bytes
-    return {"norm_attn": 4 * tokens * d * act_bytes, "rope": rope, "ffn_act": act,
-            "norm_ffn": 4 * tokens * d * act_bytes}
+    return {
+        "norm_attn": 4 * tokens * d * act_bytes,
+        "rope": rope,
+        "ffn_act": act,
+        "norm_ffn": 4 * tokens * d * act_bytes,
+    }
 
 
 def activation_bytes(shard: TensorShard, tokens: int, act_bytes: float) -> float:
@@ -225,8 +246,9 @@ def activation_bytes(shard: TensorShard, tokens: int, act_bytes: float) -> float
     (residual, normed input, up/gate output, activation output, all-reduce buffer).
     """
     d, hd = shard.model.hidden, shard.head_dim
-    attention = tokens * (d * act_bytes + (shard.q_heads + 2 * shard.kv_heads) * hd * act_bytes
-                          + shard.q_heads * (hd + 1) * 4)
+    attention = tokens * (
+        d * act_bytes + (shard.q_heads + 2 * shard.kv_heads) * hd * act_bytes + shard.q_heads * (hd + 1) * 4
+    )
     up_width = shard.ffn * (2 if shard.model.mlp == "swiglu" else 1)
     ffn = tokens * act_bytes * (3 * d + up_width + shard.ffn)
     return max(attention, ffn)

@@ -8,6 +8,7 @@ bytes on that link / capacity). Each call is costed once, when it starts (`_alph
 link bytes and busy time are added then; traffic observers see each sub-flow's bytes over its
 [start + latency, start + latency + bandwidth time].
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import numpy as np
 from sim.engine.replay import StepKey
 from sim.network.base import Network, Routed, TransferGroup
 
-_FEW_ENTRIES = 16               # transfers of at most this many link entries: plain Python
+_FEW_ENTRIES = 16  # transfers of at most this many link entries: plain Python
 
 
 class AnalyticalNetwork(Network):
@@ -30,21 +31,24 @@ class AnalyticalNetwork(Network):
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         capacity = self.topology.capacity
-        if len(routed.flat) <= _FEW_ENTRIES:         # a few entries: plain Python, same arithmetic
+        if len(routed.flat) <= _FEW_ENTRIES:  # a few entries: plain Python, same arithmetic
             t_bw, finish = _alpha_beta_few(routed, capacity, len(group.srcs))
             flat, position = routed.flat.tolist(), 0
             for n, nbytes, busy in zip(routed.lengths.tolist(), routed.nbytes.tolist(), t_bw.tolist()):
-                for link in flat[position:position + n]:
+                for link in flat[position : position + n]:
                     self._link_bytes[link] += nbytes
                     self._link_busy_s[link] += busy
                 position += n
         else:
             t_bw, finish = _alpha_beta(routed, capacity, len(group.srcs))
             entry_bytes = np.repeat(routed.nbytes, routed.lengths)
-            for total, values in ((self._link_bytes, entry_bytes), (self._link_busy_s, np.repeat(t_bw, routed.lengths))):
-                if 8 * len(routed.flat) < len(capacity):          # few entries: in place
+            for total, values in (
+                (self._link_bytes, entry_bytes),
+                (self._link_busy_s, np.repeat(t_bw, routed.lengths)),
+            ):
+                if 8 * len(routed.flat) < len(capacity):  # few entries: in place
                     np.add.at(total, routed.flat, values)
-                else:                                              # many: one pass over the links
+                else:  # many: one pass over the links
                     total += np.bincount(routed.flat, values, minlength=len(capacity))
         for observer in self.traffic_observers:
             t0 = group.start_s + routed.latency
@@ -69,7 +73,7 @@ def _alpha_beta(routed: Routed, capacity: np.ndarray, n_flows: int) -> tuple[np.
     slowest = np.zeros(len(routed.lengths))
     nonempty = routed.lengths > 0
     if nonempty.any():
-        if 8 * len(routed.flat) < len(capacity):           # few entries: the links used only
+        if 8 * len(routed.flat) < len(capacity):  # few entries: the links used only
             used, inverse = np.unique(routed.flat, return_inverse=True)
             load = np.bincount(inverse.ravel(), entry_bytes, minlength=len(used))[inverse.ravel()]
         else:
@@ -89,12 +93,12 @@ def _alpha_beta_few(routed: Routed, capacity: np.ndarray, n_flows: int) -> tuple
     load: dict[int, float] = {}
     position = 0
     for n, nbytes in zip(lengths, routed.nbytes.tolist()):
-        for link in flat[position:position + n]:
+        for link in flat[position : position + n]:
             load[link] = load.get(link, 0.0) + nbytes
         position += n
     t_bw, finish, position = [], [0.0] * n_flows, 0
     for n, latency, flow in zip(lengths, routed.latency.tolist(), routed.flow.tolist()):
-        links = flat[position:position + n]
+        links = flat[position : position + n]
         position += n
         t = max(load[link] / float(capacity[link]) for link in links) if links else 0.0
         t_bw.append(t)

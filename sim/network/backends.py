@@ -4,6 +4,7 @@
 - `analytical`: alpha-beta transfers without contention, for very large scale (sim/network/analytical.py).
 Both implement the interface of sim/network/base.py.
 """
+
 from __future__ import annotations
 
 from hardware_models.topology import Topology

@@ -17,6 +17,7 @@ per-link accounting (`link_bytes`, `link_busy_s`), the counters (`bytes_sent`, `
 `flows_started`), traffic observers, and the spans of completed transfers (`TransferGroup`).
 A backend implements `_start(group, routed, key)`: when the group's flows finish.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable
@@ -32,26 +33,28 @@ from sim.engine.simulation import Simulation
 
 Flow = tuple[str, str, float]
 
-_SPANS_PER_FLOW_MAX = 1024   # bulk transfers larger than this record one span per source, not per flow
-PAIR_ROUTES_MAX_FLOWS = 65536   # routes of larger transfers are not kept for reuse by endpoints
-_PAIR_ROUTES_MAX_SETS = 4096     # endpoint sets whose routes are kept
-ROUTES_MAX_PAIRS = 1 << 18     # endpoint pairs whose paths (and trace track) are kept
+_SPANS_PER_FLOW_MAX = 1024  # bulk transfers larger than this record one span per source, not per flow
+PAIR_ROUTES_MAX_FLOWS = 65536  # routes of larger transfers are not kept for reuse by endpoints
+_PAIR_ROUTES_MAX_SETS = 4096  # endpoint sets whose routes are kept
+ROUTES_MAX_PAIRS = 1 << 18  # endpoint pairs whose paths (and trace track) are kept
 
 
 @dataclass
 class Routed:
     """A batch of flows expanded into sub-flows (one per ECMP path) as flat arrays."""
-    flat: np.ndarray          # link ids of all sub-flows, concatenated
-    lengths: np.ndarray       # links per sub-flow
-    nbytes: np.ndarray        # bytes per sub-flow
-    flow: np.ndarray          # index of the owning flow in the batch, per sub-flow
-    latency: np.ndarray       # path latency per sub-flow
-    weights: np.ndarray | None = None   # per link entry: fraction of the flow on it (None: all 1)
+
+    flat: np.ndarray  # link ids of all sub-flows, concatenated
+    lengths: np.ndarray  # links per sub-flow
+    nbytes: np.ndarray  # bytes per sub-flow
+    flow: np.ndarray  # index of the owning flow in the batch, per sub-flow
+    latency: np.ndarray  # path latency per sub-flow
+    weights: np.ndarray | None = None  # per link entry: fraction of the flow on it (None: all 1)
 
 
 @dataclass
 class TransferGroup:
     """One transfer call: its flows, completion event and bookkeeping for spans."""
+
     event: simpy.Event
     srcs: list[str]
     dsts: list[str]
@@ -61,8 +64,8 @@ class TransferGroup:
     start_s: float
     open_subflows: int
     finish_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    on_flow_done: Callable[[np.ndarray], None] | None = None   # called with the indices of flows done at an instant
-    key: StepKey | None = None           # the step's key, if it is one
+    on_flow_done: Callable[[np.ndarray], None] | None = None  # called with the indices of flows done at an instant
+    key: StepKey | None = None  # the step's key, if it is one
 
 
 class Network:
@@ -86,7 +89,7 @@ class Network:
         # step key -> (srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[StepKey, tuple[list[str], list[str], np.ndarray, float, Routed | None]] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
-        self._estimate_terms: dict[tuple[str, str], tuple] = {}   # (src, dst) -> estimate_time_s terms
+        self._estimate_terms: dict[tuple[str, str], tuple] = {}  # (src, dst) -> estimate_time_s terms
         # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
         self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], Routed] = {}
 
@@ -125,7 +128,7 @@ class Network:
             counts = np.bincount(batch.owner, minlength=len(flows))
             if (counts > 1).any():
                 first = np.cumsum(counts) - counts
-                pick = self.sim.rng("ecmp").integers(0, counts)          # one path per flow
+                pick = self.sim.rng("ecmp").integers(0, counts)  # one path per flow
                 keep = (np.arange(len(batch.owner)) - first[batch.owner]) == pick[batch.owner]
                 routed = select_rows(routed, keep)
                 routed.nbytes = nbytes[routed.flow]
@@ -135,13 +138,13 @@ class Network:
         """`_route`, reusing the routes of an earlier call with the same endpoints (exact: sub-flow
         bytes are the flow's bytes times its path share). Hashed ECMP draws per call: not reused."""
         if self.ecmp == "hash" or not 1 < len(flows) <= PAIR_ROUTES_MAX_FLOWS:
-            return self._route(flows)         # single flows: _route_pairs caches per pair already
+            return self._route(flows)  # single flows: _route_pairs caches per pair already
         key = (tuple(srcs), tuple(dsts))
         unit = self._pair_routes.get(key)
         if unit is None:
             unit = self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)])
             if len(self._pair_routes) >= _PAIR_ROUTES_MAX_SETS:
-                self._pair_routes.clear()       # bounded memory; a later call routes again
+                self._pair_routes.clear()  # bounded memory; a later call routes again
             self._pair_routes[key] = unit
         return Routed(unit.flat, unit.lengths, unit.nbytes * nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
 
@@ -160,7 +163,7 @@ class Network:
                 cached = (paths, tuple(topo.path_latency_s(p) for p in paths))
                 if self.ecmp != "hash":
                     if len(self._route_cache) >= ROUTES_MAX_PAIRS:
-                        self._route_cache.clear()       # bounded memory; a later flow routes again
+                        self._route_cache.clear()  # bounded memory; a later flow routes again
                     self._route_cache[key] = cached
             paths, lat = cached
             share = float(b) / len(paths)
@@ -170,9 +173,13 @@ class Network:
                 nbytes.append(share)
                 owner.append(i)
                 latency.append(l)
-        return Routed(np.asarray(flat, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
-                       np.asarray(nbytes, dtype=float), np.asarray(owner, dtype=np.int64),
-                       np.asarray(latency, dtype=float))
+        return Routed(
+            np.asarray(flat, dtype=np.int64),
+            np.asarray(lengths, dtype=np.int64),
+            np.asarray(nbytes, dtype=float),
+            np.asarray(owner, dtype=np.int64),
+            np.asarray(latency, dtype=float),
+        )
 
     def estimate_time_s(self, src: str, dst: str, nbytes: float) -> float:
         """Uncontended time of one transfer (alpha-beta on the path), for planners and heuristics."""
@@ -181,27 +188,38 @@ class Network:
             paths = self.topology.routes(src, dst)
             if not paths or paths == [()]:
                 terms = ((), 1)
-            else:   # distinct (latency, bottleneck capacity) of the paths, and their number
-                terms = (tuple({(self.topology.path_latency_s(p), float(self.topology.capacity[list(p)].min()))
-                                for p in paths}), len(paths))
+            else:  # distinct (latency, bottleneck capacity) of the paths, and their number
+                terms = (
+                    tuple(
+                        {(self.topology.path_latency_s(p), float(self.topology.capacity[list(p)].min())) for p in paths}
+                    ),
+                    len(paths),
+                )
             self._estimate_terms[(src, dst)] = terms
         pairs, n_paths = terms
         share = nbytes / n_paths
         return max((latency + share / capacity for latency, capacity in pairs), default=0.0)
 
     # ---- transfers -----------------------------------------------------------------------
-    def transfer(self, src: str, dst: str, nbytes: float, name: str = "transfer",
-                 track: str | None = None) -> simpy.Process:
+    def transfer(
+        self, src: str, dst: str, nbytes: float, name: str = "transfer", track: str | None = None
+    ) -> simpy.Process:
         """Move `nbytes` from `src` to `dst`; returns a SimPy process that ends on delivery."""
         event = self.transfer_many([(src, dst, nbytes)], name=name, track=track)
 
         def wait() -> Generator[simpy.Event, object, None]:
             yield event
+
         return self.sim.process(wait())
 
-    def transfer_many(self, flows: Iterable[Flow], name: str = "transfer", track: str | None = None,
-                      key: StepKey | None = None,
-                      on_flow_done: Callable[[np.ndarray], None] | None = None) -> simpy.Event:
+    def transfer_many(
+        self,
+        flows: Iterable[Flow],
+        name: str = "transfer",
+        track: str | None = None,
+        key: StepKey | None = None,
+        on_flow_done: Callable[[np.ndarray], None] | None = None,
+    ) -> simpy.Event:
         """Start all `(src, dst, nbytes)` flows now; returns an event that fires when all are done.
 
         `key`: the `StepKey` of a step repeated with exactly these flows (a collective's step): its
@@ -209,7 +227,7 @@ class Network:
         - exact). `on_flow_done(indices)`: called at each instant at which
         flows of this call complete, with their indices in `flows` (one call for many flows that
         need not wait for each other, instead of one call per flow)."""
-        step = key if self.ecmp != "hash" else None          # hashed ECMP draws paths per call
+        step = key if self.ecmp != "hash" else None  # hashed ECMP draws paths per call
         setup = self._keyed.get(step) if step is not None else None
         if setup is not None:
             srcs, dsts, nbytes, total, routed = setup
@@ -224,9 +242,20 @@ class Network:
         event = self.sim.env.event()
         self.flows_started += len(srcs)
         self.bytes_sent += total
-        group = TransferGroup(event, srcs, dsts, nbytes, name, track, self.sim.now, 0,
-                              np.full(len(srcs), float(self.sim.now)), on_flow_done, step)   # float: now is int 0 at start
-        if routed is None:                       # no flows
+        group = TransferGroup(
+            event,
+            srcs,
+            dsts,
+            nbytes,
+            name,
+            track,
+            self.sim.now,
+            0,
+            np.full(len(srcs), float(self.sim.now)),
+            on_flow_done,
+            step,
+        )  # float: now is int 0 at start
+        if routed is None:  # no flows
             event.succeed()
             return event
         self._start(group, routed, step)
@@ -240,7 +269,7 @@ class Network:
         self.bytes_delivered += float(group.nbytes.sum())
         self._record(group)
         for observer in self.traffic_observers:
-            if hasattr(observer, "on_flows"):        # optional part of the observer interface
+            if hasattr(observer, "on_flows"):  # optional part of the observer interface
                 observer.on_flows(group.srcs, group.dsts, group.start_s, group.finish_s, group.key)
         group.event.succeed()
 
@@ -248,20 +277,34 @@ class Network:
         track = group.track
         recorder = self.sim.recorder
         if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
-            recorder.dropped += len(group.srcs)          # trace full: skip the per-flow work
+            recorder.dropped += len(group.srcs)  # trace full: skip the per-flow work
             return
-        if len(group.srcs) <= _SPANS_PER_FLOW_MAX:           # a span per flow, recorded in bulk
+        if len(group.srcs) <= _SPANS_PER_FLOW_MAX:  # a span per flow, recorded in bulk
             tracks = track or [self._first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
-            recorder.spans(group.srcs, tracks, [f"{group.name} ->{d}" for d in group.dsts], group.start_s,
-                           group.finish_s, group.nbytes, category="comm")
+            recorder.spans(
+                group.srcs,
+                tracks,
+                [f"{group.name} ->{d}" for d in group.dsts],
+                group.start_s,
+                group.finish_s,
+                group.nbytes,
+                category="comm",
+            )
             return
         per_src: dict[str, float] = {}
         for s, b in zip(group.srcs, group.nbytes):
             per_src[s] = per_src.get(s, 0.0) + float(b)
         end = float(group.finish_s.max())
         for s, b in per_src.items():
-            self.sim.span(s, track or "nic", f"{group.name} ({len(group.srcs)} flows)", group.start_s, end,
-                          nbytes=b, category="comm")
+            self.sim.span(
+                s,
+                track or "nic",
+                f"{group.name} ({len(group.srcs)} flows)",
+                group.start_s,
+                end,
+                nbytes=b,
+                category="comm",
+            )
 
     def _first_link_kind(self, src: str, dst: str) -> str:
         """Trace track of a flow: the kind of its first link (scale_up, nic, host, memory)."""
@@ -270,7 +313,7 @@ class Network:
             paths = self.topology.routes(src, dst)
             kind = self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
             if len(self._track_cache) >= ROUTES_MAX_PAIRS:
-                self._track_cache.clear()               # bounded memory
+                self._track_cache.clear()  # bounded memory
             self._track_cache[(src, dst)] = kind
         return kind
 
@@ -278,18 +321,26 @@ class Network:
         """Per-link bytes, busy time and utilisation (bytes / (capacity x elapsed))."""
         topo = self.topology
         elapsed = elapsed_s if elapsed_s is not None else self.sim.now
-        df = pd.DataFrame({
-            "link": [topo.link_name(i) for i in range(topo.num_links)],
-            "kind": topo.link_kind,
-            "capacity_bytes_per_s": topo.capacity,
-            "bytes": self.link_bytes,
-            "busy_s": self.link_busy_s,
-        })
+        df = pd.DataFrame(
+            {
+                "link": [topo.link_name(i) for i in range(topo.num_links)],
+                "kind": topo.link_kind,
+                "capacity_bytes_per_s": topo.capacity,
+                "bytes": self.link_bytes,
+                "busy_s": self.link_busy_s,
+            }
+        )
         df["utilisation"] = df["bytes"] / (df["capacity_bytes_per_s"] * elapsed) if elapsed > 0 else 0.0
         return df
 
 
 def select_rows(routed: Routed, mask: np.ndarray) -> Routed:
     entries = np.repeat(mask, routed.lengths)
-    return Routed(routed.flat[entries], routed.lengths[mask], routed.nbytes[mask], routed.flow[mask],
-                   routed.latency[mask], None if routed.weights is None else routed.weights[entries])
+    return Routed(
+        routed.flat[entries],
+        routed.lengths[mask],
+        routed.nbytes[mask],
+        routed.flow[mask],
+        routed.latency[mask],
+        None if routed.weights is None else routed.weights[entries],
+    )

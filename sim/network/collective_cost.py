@@ -7,6 +7,7 @@ collective into an Estimate: every candidate of `auto` is built (its distinct st
 nothing else on the links) only the distinct steps are simulated, the rest replayed
 (sim/network/replay.py).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,14 +16,15 @@ from sim.engine.cost import EVENTS_PER_STEP, Estimate
 from sim.network.collectives import candidates
 
 
-def schedule_shape(op: str, algorithm: str, n: int, hosts: int, per_host: int,
-                   nbytes: float) -> tuple[float, float, float]:
+def schedule_shape(
+    op: str, algorithm: str, n: int, hosts: int, per_host: int, nbytes: float
+) -> tuple[float, float, float]:
     """(steps, flows per step, distinct steps) of sim.network.collectives' schedule of `op` on n ranks."""
     if n < 2:
         return 0.0, 0.0, 0.0
     if algorithm == "hierarchical" and hosts > 1 and per_host > 1:
         steps = {"all_reduce": 2 * (per_host - 1) + 2 * (hosts - 1)}.get(op, (per_host - 1) + (hosts - 1))
-        return steps, n, steps                          # per-step lists are built anew: no replay
+        return steps, n, steps  # per-step lists are built anew: no replay
     if algorithm == "tree":
         depth = int(math.floor(math.log2(n)))
         chunks = max(1, min(64, int(nbytes // (4 << 20))))
@@ -30,13 +32,19 @@ def schedule_shape(op: str, algorithm: str, n: int, hosts: int, per_host: int,
         return steps, n - 1, steps
     if algorithm == "direct" and op == "all_to_all":
         return 1, n * (n - 1), 1
-    steps = {"all_reduce": 2 * (n - 1), "all_gather": n - 1, "reduce_scatter": n - 1, "send_recv": 1,
-             "all_to_all": n - 1}[op]
+    steps = {
+        "all_reduce": 2 * (n - 1),
+        "all_gather": n - 1,
+        "reduce_scatter": n - 1,
+        "send_recv": 1,
+        "all_to_all": n - 1,
+    }[op]
     return steps, n, (n - 1 if op == "all_to_all" else 1)
 
 
-def collective_cost(op: str, algorithm: str, n: int, hosts: int, per_host: int, nbytes: float,
-                    replay: bool) -> Estimate:
+def collective_cost(
+    op: str, algorithm: str, n: int, hosts: int, per_host: int, nbytes: float, replay: bool
+) -> Estimate:
     """One collective: every candidate of `auto` is built (listed), the largest one is run."""
     algos = candidates(op) if algorithm == "auto" else (algorithm,)
     est = Estimate()
@@ -45,9 +53,13 @@ def collective_cost(op: str, algorithm: str, n: int, hosts: int, per_host: int, 
             continue
         steps, per_step, distinct = schedule_shape(op, algo, n, hosts, per_host, nbytes)
         est.listed_flows += distinct * per_step
-        run = Estimate(events=EVENTS_PER_STEP * steps + 10, flows=steps * per_step,
-                       simulated_flows=(distinct if replay else steps) * per_step, peak_flows=per_step,
-                       spans=steps * min(per_step, n))
+        run = Estimate(
+            events=EVENTS_PER_STEP * steps + 10,
+            flows=steps * per_step,
+            simulated_flows=(distinct if replay else steps) * per_step,
+            peak_flows=per_step,
+            spans=steps * min(per_step, n),
+        )
         if run.flows >= est.flows:
             est.events, est.flows, est.simulated_flows = run.events, run.flows, run.simulated_flows
             est.peak_flows, est.spans = run.peak_flows, run.spans

@@ -17,6 +17,7 @@ Algorithms: `ring`; `tree` (binary tree reduce + broadcast, pipelined in chunks)
 NICs, all-gather inside the host); `direct` (all-to-all, send/recv); `auto` picks the schedule with
 the smallest uncontended estimate on this topology.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ ALGORITHMS = ("ring", "tree", "hierarchical", "direct", "auto")
 
 class Step(list[Flow]):
     """The flows of one step, which run at the same time, and the `StepKey` naming the step."""
+
     __slots__ = ("key",)
 
     def __init__(self, flows: Iterable[Flow] = (), label: str = "collective step") -> None:
@@ -44,14 +46,19 @@ def bus_factor(op: str, n: int) -> float:
     """nccl-tests: busbw = algbw x this factor."""
     if n <= 1:
         return 1.0
-    return {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
-            "all_to_all": (n - 1) / n, "send_recv": 1.0}[op]
+    return {
+        "all_reduce": 2 * (n - 1) / n,
+        "all_gather": (n - 1) / n,
+        "reduce_scatter": (n - 1) / n,
+        "all_to_all": (n - 1) / n,
+        "send_recv": 1.0,
+    }[op]
 
 
 def _ring(group: Sequence[str], chunk: float, steps: int) -> list[Step]:
     n = len(group)
     step = Step((group[i], group[(i + 1) % n], chunk) for i in range(n))
-    return [step] * steps            # identical steps are one Step
+    return [step] * steps  # identical steps are one Step
 
 
 def ring_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
@@ -91,11 +98,13 @@ def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | No
     depth = max(int(math.floor(math.log2(i + 1))) for i in range(n))
     c = chunks or max(1, min(64, int(nbytes // (4 << 20))))
     chunk = nbytes / c
-    by_level = {lvl: [i for i in range(1, n) if int(math.floor(math.log2(i + 1))) == lvl] for lvl in range(1, depth + 1)}
+    by_level = {
+        lvl: [i for i in range(1, n) if int(math.floor(math.log2(i + 1))) == lvl] for lvl in range(1, depth + 1)
+    }
     reduce_steps: list[Step] = []
     for t in range(depth + c - 1):
         step = Step()
-        for lvl in range(1, depth + 1):          # deepest level starts first
+        for lvl in range(1, depth + 1):  # deepest level starts first
             k = t - (depth - lvl)
             if 0 <= k < c:
                 step += [(group[i], group[(i - 1) // 2], chunk) for i in by_level[lvl]]
@@ -103,7 +112,7 @@ def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | No
     bcast_steps: list[Step] = []
     for t in range(depth + c - 1):
         step = Step()
-        for lvl in range(1, depth + 1):          # shallowest level starts first
+        for lvl in range(1, depth + 1):  # shallowest level starts first
             k = t - (lvl - 1)
             if 0 <= k < c:
                 step += [(group[(i - 1) // 2], group[i], chunk) for i in by_level[lvl]]
@@ -111,8 +120,9 @@ def tree_schedule(op: str, group: Sequence[str], nbytes: float, chunks: int | No
     return reduce_steps + bcast_steps
 
 
-def hierarchical_schedule(op: str, group: Sequence[str], nbytes: float,
-                          host_of: Callable[[str], int | None]) -> list[Step]:
+def hierarchical_schedule(
+    op: str, group: Sequence[str], nbytes: float, host_of: Callable[[str], int | None]
+) -> list[Step]:
     """Scale-up inside hosts, rings across hosts per local rank (one NIC each)."""
     hosts: dict[int | None, list[str]] = {}
     for d in group:
@@ -153,8 +163,9 @@ def hierarchical_schedule(op: str, group: Sequence[str], nbytes: float,
     raise ValueError(f"hierarchical does not implement {op}")
 
 
-def schedule(op: str, algorithm: str, group: Sequence[str], nbytes: float,
-             host_of: Callable[[str], int | None] = lambda d: None) -> list[Step]:
+def schedule(
+    op: str, algorithm: str, group: Sequence[str], nbytes: float, host_of: Callable[[str], int | None] = lambda d: None
+) -> list[Step]:
     """The steps of `op` with `algorithm` (not `auto`) on `group`."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
@@ -185,9 +196,13 @@ def estimate_s(network: Network, steps: Sequence[Sequence[Flow]]) -> float:
 
 
 def candidates(op: str) -> tuple[str, ...]:
-    return {"all_reduce": ("ring", "tree", "hierarchical"), "all_gather": ("ring", "hierarchical"),
-            "reduce_scatter": ("ring", "hierarchical"), "all_to_all": ("direct", "ring"),
-            "send_recv": ("direct",)}[op]
+    return {
+        "all_reduce": ("ring", "tree", "hierarchical"),
+        "all_gather": ("ring", "hierarchical"),
+        "reduce_scatter": ("ring", "hierarchical"),
+        "all_to_all": ("direct", "ring"),
+        "send_recv": ("direct",),
+    }[op]
 
 
 def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbytes: float) -> tuple[str, list[Step]]:
@@ -212,15 +227,18 @@ def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbyt
 def run_schedule(network: Network, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Process:
     """A SimPy process running the steps one after another on `network` (a `Step` under its key;
     plain lists of flows run as they are, set up anew each time)."""
+
     def proc() -> Generator[simpy.Event, object, None]:
         for k, step in enumerate(steps):
             if step:
                 yield network.transfer_many(step, name=f"{name}[{k}]", key=step.key if isinstance(step, Step) else None)
+
     return network.sim.process(proc())
 
 
-def collective(network: Network, op: str, group: Sequence[str], nbytes: float,
-               algorithm: str = "auto", name: str | None = None):
+def collective(
+    network: Network, op: str, group: Sequence[str], nbytes: float, algorithm: str = "auto", name: str | None = None
+):
     """Start collective `op` on `group`; returns (SimPy process, algorithm used)."""
     algo, steps = choose(network, op, algorithm, group, nbytes)
     return run_schedule(network, steps, name or op), algo

@@ -14,6 +14,7 @@ change), finish the flows that are done, admit the flows whose latency has passe
 rates, schedule the next change. A step given a `StepKey` that runs alone on an idle network is
 recorded and, when it runs again on an idle network, replayed (sim/network/replay.py: exact).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -28,7 +29,7 @@ from sim.network.flow_table import FlowTable
 from sim.network.max_min import DONE_BYTES as _DONE_BYTES
 from sim.network.replay import Trajectory
 
-_ROWS_MAX_KEYS = 1 << 18        # endpoint sets (or single pairs) whose rows are kept
+_ROWS_MAX_KEYS = 1 << 18  # endpoint sets (or single pairs) whose rows are kept
 
 
 class FlowNetwork(Network):
@@ -41,7 +42,7 @@ class FlowNetwork(Network):
         self._num_links = topology.num_links
         self._table = FlowTable(topology.capacity, shared=np.asarray(topology.link_kind) == "fabric")
         self._groups: dict[int, TransferGroup] = {}
-        self._arrivals: list[tuple[float, int, int, Routed]] = []   # (time, seq, group id, rows)
+        self._arrivals: list[tuple[float, int, int, Routed]] = []  # (time, seq, group id, rows)
         self._last_s = 0.0
         self._generation = 0
         self._seq = 0
@@ -49,13 +50,13 @@ class FlowNetwork(Network):
         self.recomputations = 0
         self.peak_active_subflows = 0
         self.replayed_steps = 0
-        self.replay = True                                # replay repeated steps (exact; off for checks)
-        self._rows: dict[tuple, Routed] = {}             # (srcs, dsts) -> one row per flow, one byte each
-        self._real_rows: dict[StepKey, Routed] = {}       # step key -> its rows that carry bytes
-        self._trajectories: dict[StepKey, Trajectory] = {}   # step key -> recorded trajectory
+        self.replay = True  # replay repeated steps (exact; off for checks)
+        self._rows: dict[tuple, Routed] = {}  # (srcs, dsts) -> one row per flow, one byte each
+        self._real_rows: dict[StepKey, Routed] = {}  # step key -> its rows that carry bytes
+        self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
         self._recording: Trajectory | None = None
-        self._replay: tuple[int, TransferGroup, Trajectory, object] | None = None   # (gid, group, trajectory, token)
-        self._deferred: list | None = None                # [trajectory, count, t0, t1] of back-to-back replays
+        self._replay: tuple[int, TransferGroup, Trajectory, object] | None = None  # (gid, group, trajectory, token)
+        self._deferred: list | None = None  # [trajectory, count, t0, t1] of back-to-back replays
 
     @property
     def active_flows(self) -> int:
@@ -92,7 +93,7 @@ class FlowNetwork(Network):
             if cached is None:
                 cached = self._row(srcs[0], dsts[0]) if len(flows) == 1 else self._unit_rows(srcs, dsts)
                 if len(self._rows) >= _ROWS_MAX_KEYS:
-                    self._rows.clear()            # bounded memory; a later call routes again
+                    self._rows.clear()  # bounded memory; a later call routes again
                 self._rows[key] = cached
             unit = cached
         return Routed(unit.flat, unit.lengths, nbytes[unit.flow], unit.flow, unit.latency, unit.weights)
@@ -102,8 +103,9 @@ class FlowNetwork(Network):
         batch = self.topology.route_batch(srcs, dsts) if len(srcs) > 1 and self.ecmp != "hash" else None
         if batch is None:
             return _merge_paths(self._route([(s, d, 1.0) for s, d in zip(srcs, dsts)]))
-        return _merge_paths(Routed(batch.flat, batch.lengths, np.asarray(batch.share, dtype=float),
-                                    batch.owner, batch.latency))
+        return _merge_paths(
+            Routed(batch.flat, batch.lengths, np.asarray(batch.share, dtype=float), batch.owner, batch.latency)
+        )
 
     def _row(self, src: str, dst: str) -> Routed:
         """The row of one flow of one byte from src to dst (`_merge_paths` of its ECMP paths)."""
@@ -113,15 +115,20 @@ class FlowNetwork(Network):
             for link in path:
                 entries[link] = entries.get(link, 0.0) + 1.0 / len(paths)
         latency = max(self.topology.path_latency_s(p) for p in paths)
-        return Routed(np.fromiter(entries, dtype=np.int64, count=len(entries)), np.array([len(entries)]),
-                       np.ones(1), np.zeros(1, dtype=np.int64), np.array([latency]),
-                       np.fromiter(entries.values(), dtype=float, count=len(entries)))
+        return Routed(
+            np.fromiter(entries, dtype=np.int64, count=len(entries)),
+            np.array([len(entries)]),
+            np.ones(1),
+            np.zeros(1, dtype=np.int64),
+            np.array([latency]),
+            np.fromiter(entries.values(), dtype=float, count=len(entries)),
+        )
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         if self._replay is not None:
             self._materialise()
         if self._recording is not None:
-            self._recording.valid = False                 # the recorded step no longer ran alone
+            self._recording.valid = False  # the recorded step no longer ran alone
         gid = self.sim.next_id("flow-group")
         self._groups[gid] = group
         rows = self._real_rows.get(key) if key is not None else None
@@ -142,7 +149,7 @@ class FlowNetwork(Network):
             self.sim.timeout(delay).callbacks.append(lambda _e: self._finish_group(gid, notify=True))
             return
         if group.on_flow_done is not None and group.open_subflows < len(group.srcs):
-            idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)      # done at their start
+            idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)  # done at their start
             self.sim.timeout(0).callbacks.append(lambda _e: group.on_flow_done(idle))
         if key is not None and self.replay and group.on_flow_done is None and self._idle():
             trajectory = self._trajectories.get(key)
@@ -150,18 +157,29 @@ class FlowNetwork(Network):
                 self._start_replay(gid, group, trajectory)
                 return
             self._settle()
-            self._recording = Trajectory(key, gid, self.sim.now, rows.nbytes, rows.latency, rows,
-                                         self._link_bytes.copy(), self._link_busy_s.copy())
+            self._recording = Trajectory(
+                key,
+                gid,
+                self.sim.now,
+                rows.nbytes,
+                rows.latency,
+                rows,
+                self._link_bytes.copy(),
+                self._link_busy_s.copy(),
+            )
         self._enqueue(gid, rows, self.sim.now)
-        if not self._kick_scheduled:          # one update per instant, however many transfers start
+        if not self._kick_scheduled:  # one update per instant, however many transfers start
             self._kick_scheduled = True
             self.sim.timeout(0).callbacks.append(self._on_kick)
 
     def _enqueue(self, gid: int, rows: Routed, start_s: float) -> None:
         """Rows enter the network after their path latency (one arrival per distinct latency)."""
         latency = rows.latency
-        parts = [(latency[0], rows)] if len(latency) == 1 or (latency == latency[0]).all() else \
-            [(lat, select_rows(rows, latency == lat)) for lat in np.unique(latency)]
+        parts = (
+            [(latency[0], rows)]
+            if len(latency) == 1 or (latency == latency[0]).all()
+            else [(lat, select_rows(rows, latency == lat)) for lat in np.unique(latency)]
+        )
         for lat, part in parts:
             self._seq += 1
             heapq.heappush(self._arrivals, (start_s + float(lat), self._seq, gid, part))
@@ -181,8 +199,9 @@ class FlowNetwork(Network):
             rec, table = self._recording, self._table
             slots = table.slots()
             mine = slots[table.group[slots] == rec.gid]
-            rec.snapshot(self.sim.now, table.flow[mine], table.left_at(mine, self.sim.now),
-                         self._link_bytes, self._link_busy_s)
+            rec.snapshot(
+                self.sim.now, table.flow[mine], table.left_at(mine, self.sim.now), self._link_bytes, self._link_busy_s
+            )
         self._finish_done()
         self._admit_due()
         self._recompute()
@@ -252,10 +271,15 @@ class FlowNetwork(Network):
             self._table.add(p.flat, _weights(p), p.lengths, p.nbytes, np.full(len(p.lengths), gid), p.flow, now)
             return
         cat = np.concatenate
-        self._table.add(cat([p.flat for _, p in parts]), cat([_weights(p) for _, p in parts]),
-                        cat([p.lengths for _, p in parts]), cat([p.nbytes for _, p in parts]),
-                        np.repeat([gid for gid, _ in parts], [len(p.lengths) for _, p in parts]),
-                        cat([p.flow for _, p in parts]), now)
+        self._table.add(
+            cat([p.flat for _, p in parts]),
+            cat([_weights(p) for _, p in parts]),
+            cat([p.lengths for _, p in parts]),
+            cat([p.nbytes for _, p in parts]),
+            np.repeat([gid for gid, _ in parts], [len(p.lengths) for _, p in parts]),
+            cat([p.flow for _, p in parts]),
+            now,
+        )
 
     def _recompute(self) -> None:
         self.recomputations += 1
@@ -273,8 +297,7 @@ class FlowNetwork(Network):
 
     # ---- replay of recorded steps (sim/network/replay.py) ----------------------------------
     def _idle(self) -> bool:
-        return not self._table.n_alive and not self._arrivals and self._replay is None \
-            and self._recording is None
+        return not self._table.n_alive and not self._arrivals and self._replay is None and self._recording is None
 
     def _start_replay(self, gid: int, group: TransferGroup, trajectory: Trajectory) -> None:
         self.replayed_steps += 1
@@ -290,7 +313,7 @@ class FlowNetwork(Network):
         self._replay = None
         d = self._deferred
         if d is not None and d[0] is trajectory and d[3] == group.start_s:
-            d[1] += 1                                     # back-to-back replays: account them at once
+            d[1] += 1  # back-to-back replays: account them at once
             d[3] = self.sim.now
         else:
             self._settle()
@@ -326,16 +349,23 @@ class FlowNetwork(Network):
         active = entered & (remaining > _DONE_BYTES)
         waiting = ~entered
         group.open_subflows = int(active.sum() + waiting.sum())
-        group.finish_s[routed.flow[active | waiting]] = np.nan       # set when they finish
+        group.finish_s[routed.flow[active | waiting]] = np.nan  # set when they finish
         self._groups[gid] = group
         if group.open_subflows == 0:
             self._finish_group(gid)
             return
         rows = select_rows(routed, active)
-        self._last_s = now                     # the network was idle: nothing else to advance
+        self._last_s = now  # the network was idle: nothing else to advance
         if len(rows.lengths):
-            self._table.add(rows.flat, _weights(rows), rows.lengths, remaining[active],
-                            np.full(len(rows.lengths), gid), rows.flow, now)
+            self._table.add(
+                rows.flat,
+                _weights(rows),
+                rows.lengths,
+                remaining[active],
+                np.full(len(rows.lengths), gid),
+                rows.flow,
+                now,
+            )
         if waiting.any():
             self._enqueue(gid, select_rows(routed, waiting), group.start_s)
         self._recompute()
@@ -358,8 +388,14 @@ def _merge_paths(routed: Routed) -> Routed:
     nbytes = np.add.reduceat(routed.nbytes, run_start)
     run_of = np.repeat(np.arange(len(run_start)), np.diff(np.append(run_start, len(owner))))
     share = routed.nbytes / nbytes[run_of]
-    merged = Routed(routed.flat, np.add.reduceat(routed.lengths, run_start), nbytes, owner[run_start],
-                     np.maximum.reduceat(routed.latency, run_start), np.repeat(share, routed.lengths))
+    merged = Routed(
+        routed.flat,
+        np.add.reduceat(routed.lengths, run_start),
+        nbytes,
+        owner[run_start],
+        np.maximum.reduceat(routed.latency, run_start),
+        np.repeat(share, routed.lengths),
+    )
     if len(run_start) == len(owner):
         return merged
     # links that several paths of a flow share (its NIC) become one entry: their fractions add up

@@ -6,12 +6,13 @@
   each stored once with an id; all flows from the hosts of one leaf to the hosts of another share
   one. Ids of a batch of flows are found with one hash (pandas.factorize) of a code per flow.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-_SMALL_BATCH = 64         # batches up to this many flows are looked up one by one
+_SMALL_BATCH = 64  # batches up to this many flows are looked up one by one
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -36,7 +37,7 @@ class Growable:
         room = max(2 * room, need, 64)
         for name, (dtype, fill) in self.fields.items():
             grown = np.full(room, fill, dtype=dtype)
-            grown[:self.size] = self.arrays[name][:self.size]
+            grown[: self.size] = self.arrays[name][: self.size]
             self.arrays[name] = grown
 
 
@@ -54,18 +55,18 @@ def _unique_rows(keys: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     for i, column in enumerate(keys.T):
         if i >= m and (column == column[0]).all():
             continue
-        if i < m:                                        # link ids: their own radix
+        if i < m:  # link ids: their own radix
             column_code, values = column.astype(np.int64), range(int(column.max()) + 1)
         else:
             column_code, values = pd.factorize(column)
         radix *= len(values)
-        if radix >= 2 ** 62:
+        if radix >= 2**62:
             _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
             return first, inverse.ravel()
         code = code * len(values) + column_code
     inverse, distinct = pd.factorize(code)
     first = np.empty(len(distinct), dtype=np.int64)
-    first[inverse] = np.arange(len(inverse))          # any row of a kind represents it
+    first[inverse] = np.arange(len(inverse))  # any row of a kind represents it
     return first, inverse
 
 
@@ -80,7 +81,7 @@ class Bundles:
     def ids(self, links: np.ndarray, weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Bundle id per row, rows given by their shared entries (`counts` per row; -1 if none)."""
         out = np.full(len(counts), -1, dtype=np.int64)
-        if len(counts) <= _SMALL_BATCH:                  # few rows: one lookup each
+        if len(counts) <= _SMALL_BATCH:  # few rows: one lookup each
             end = np.cumsum(counts).tolist()
             for i, m in enumerate(counts.tolist()):
                 if m:
@@ -118,5 +119,8 @@ class Bundles:
         """(owner position in `ids`, link, weight) of the entries of bundles `ids`."""
         lengths = self.store.arrays["length"][ids]
         idx = ranges(self.store.arrays["start"][ids], lengths)
-        return np.repeat(np.arange(len(ids)), lengths), self.entries.arrays["link"][idx], \
-            self.entries.arrays["weight"][idx]
+        return (
+            np.repeat(np.arange(len(ids)), lengths),
+            self.entries.arrays["link"][idx],
+            self.entries.arrays["weight"][idx],
+        )

@@ -16,6 +16,7 @@ flows together, so that a refill costs per bundle, not per flow:
 A member's own entries stay in the flow table, so a clock can be turned back into per-flow rows
 (`member_slots`) when a refill has to treat flows one by one.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -32,16 +33,25 @@ class BundleClocks:
 
     def __init__(self, num_links: int) -> None:
         self.num_links = num_links
-        self.state = Growable({"count": (np.int64, 0), "rate": (float, 0.0), "v": (float, 0.0),
-                               "t": (float, 0.0), "head": (float, np.inf), "finish": (float, np.inf),
-                               "due": (float, np.inf)})
+        self.state = Growable(
+            {
+                "count": (np.int64, 0),
+                "rate": (float, 0.0),
+                "v": (float, 0.0),
+                "t": (float, 0.0),
+                "head": (float, np.inf),
+                "finish": (float, np.inf),
+                "due": (float, np.inf),
+            }
+        )
         self.heaps: dict[int, list[tuple[float, int]]] = {}
-        self.pairs = Growable({"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0),
-                               "count": (np.int64, 0)})
-        self._pair_of: dict[int, int] = {}                 # bundle x num_links + link -> pair
+        self.pairs = Growable(
+            {"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0), "count": (np.int64, 0)}
+        )
+        self._pair_of: dict[int, int] = {}  # bundle x num_links + link -> pair
         self.members = 0
 
-    def __getattr__(self, name: str) -> np.ndarray:        # count, rate, v, t, head, finish, due
+    def __getattr__(self, name: str) -> np.ndarray:  # count, rate, v, t, head, finish, due
         state = self.__dict__.get("state")
         if state is not None and name in state.arrays:
             return state.arrays[name]
@@ -85,8 +95,11 @@ class BundleClocks:
                     heapq.heappop(heap)
                     continue
                 left = key - v
-                due = t + (left - DONE_BYTES) / rate if left > DONE_BYTES and rate > 0 else \
-                    (t if left <= DONE_BYTES else np.inf)
+                due = (
+                    t + (left - DONE_BYTES) / rate
+                    if left > DONE_BYTES and rate > 0
+                    else (t if left <= DONE_BYTES else np.inf)
+                )
                 if due > limit:
                     break
                 heapq.heappop(heap)
@@ -101,7 +114,7 @@ class BundleClocks:
     def region_pairs(self, in_region: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bundle, link, weight) of the pairs of the clocks marked in `in_region` (per bundle id)."""
         p = self.pairs
-        bundle, count = p.arrays["bundle"][:p.size], p.arrays["count"][:p.size]
+        bundle, count = p.arrays["bundle"][: p.size], p.arrays["count"][: p.size]
         sel = np.flatnonzero((count > 0) & in_region[bundle])
         return bundle[sel], p.arrays["link"][sel], p.arrays["weight"][sel]
 
@@ -115,8 +128,9 @@ class BundleClocks:
         """Clocks for bundles without members: v = 0 at `now`, at `rate` per flow."""
         self.v[bundles], self.t[bundles], self.rate[bundles] = 0.0, now, rate
 
-    def join(self, slots: np.ndarray, bundles: np.ndarray, left: np.ndarray,
-             edge: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    def join(
+        self, slots: np.ndarray, bundles: np.ndarray, left: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> np.ndarray:
         """Flows (their slots, bundles, bytes left now and edge entries (owner position, link,
         weight)) join the clocks of their bundles, which run at `now`. Returns their keys."""
         keys = left + self.v[bundles]
@@ -146,9 +160,9 @@ class BundleClocks:
         for b in bundles.tolist():
             self.heaps.pop(b, None)
         p = self.pairs
-        mine = np.isin(p.arrays["bundle"][:p.size], bundles)
-        p.arrays["weight"][:p.size][mine] = 0.0
-        p.arrays["count"][:p.size][mine] = 0
+        mine = np.isin(p.arrays["bundle"][: p.size], bundles)
+        p.arrays["weight"][: p.size][mine] = 0.0
+        p.arrays["count"][: p.size][mine] = 0
         self._refresh(bundles, None)
 
     def retime(self, bundles: np.ndarray) -> None:
@@ -161,7 +175,7 @@ class BundleClocks:
 
     def rebuild(self, slots: np.ndarray, bundles: np.ndarray, keys: np.ndarray) -> None:
         """Heaps from the live members (after the table renumbered its slots)."""
-        order = np.lexsort((keys, bundles))              # a sorted list is a heap
+        order = np.lexsort((keys, bundles))  # a sorted list is a heap
         self.heaps = {}
         for b, key, slot in zip(bundles[order].tolist(), keys[order].tolist(), slots[order].tolist()):
             self.heaps.setdefault(b, []).append((key, slot))
@@ -192,7 +206,7 @@ class BundleClocks:
         """Add entries' weights (and +-1 entry each) to their (bundle, link) pairs."""
         if not len(link):
             return
-        if len(link) <= 32:                               # a few entries: one by one
+        if len(link) <= 32:  # a few entries: one by one
             p = self.pairs
             for c, w in zip((bundles * self.num_links + link).tolist(), weight.tolist()):
                 i = self._pair_of.get(c)
@@ -215,4 +229,4 @@ class BundleClocks:
         p.arrays["weight"][index] += summed
         p.arrays["count"][index] += counted
         gone = index[p.arrays["count"][index] == 0]
-        p.arrays["weight"][gone] = 0.0                     # no rounding residue on empty pairs
+        p.arrays["weight"][gone] = 0.0  # no rounding residue on empty pairs

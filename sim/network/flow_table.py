@@ -30,6 +30,7 @@ bundle's shared links, their edge entries summed per link) with bytes left read 
 Refills then cost per bundle, not per flow. A refill that must go row by row first turns the
 clocks of its region back into per-flow rows.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,13 +46,24 @@ from sim.network.max_min import (
     progressive_filling,
 )
 
-_SLACK = 1e-9             # flows within this relative distance above/below L are refilled too
-_BACKOFF_MAX = 64         # after a failed bundle check, row-level refills for up to this many updates
-_SLOT_FIELDS = {"start": (np.int64, 0), "length": (np.int64, 0), "bundle": (np.int64, -1),
-                "group": (np.int64, -1), "flow": (np.int64, 0), "rate": (float, 0.0),
-                "left": (float, 0.0), "t_ref": (float, 0.0), "finish": (float, np.inf),
-                "due": (float, np.inf), "alive": (bool, False), "fresh": (bool, False),
-                "clocked": (bool, False), "key": (float, 0.0)}   # clocked: left = key - clock's v
+_SLACK = 1e-9  # flows within this relative distance above/below L are refilled too
+_BACKOFF_MAX = 64  # after a failed bundle check, row-level refills for up to this many updates
+_SLOT_FIELDS = {
+    "start": (np.int64, 0),
+    "length": (np.int64, 0),
+    "bundle": (np.int64, -1),
+    "group": (np.int64, -1),
+    "flow": (np.int64, 0),
+    "rate": (float, 0.0),
+    "left": (float, 0.0),
+    "t_ref": (float, 0.0),
+    "finish": (float, np.inf),
+    "due": (float, np.inf),
+    "alive": (bool, False),
+    "fresh": (bool, False),
+    "clocked": (bool, False),
+    "key": (float, 0.0),
+}  # clocked: left = key - clock's v
 
 
 class FlowTable:
@@ -60,31 +72,31 @@ class FlowTable:
     straightforward path instead (every flow refilled by `max_min_fair` at every change)."""
 
     def __init__(self, capacity: np.ndarray, shared: np.ndarray | None = None, plain: bool = False) -> None:
-        self.plain = plain                               # refill all flows with `max_min_fair` (for checks)
+        self.plain = plain  # refill all flows with `max_min_fair` (for checks)
         self.capacity = np.asarray(capacity, dtype=float)
         self.num_links = len(self.capacity)
         self.shared = np.zeros(self.num_links, dtype=bool) if shared is None else np.asarray(shared, dtype=bool)
-        self.link_rate = np.zeros(self.num_links)        # bytes/s on each link
-        self.link_weight = np.zeros(self.num_links)      # summed entries of live flows per link
+        self.link_rate = np.zeros(self.num_links)  # bytes/s on each link
+        self.link_weight = np.zeros(self.num_links)  # summed entries of live flows per link
         self.link_entries = np.zeros(self.num_links, dtype=np.int64)
-        self.link_bundled = np.zeros(self.num_links, dtype=np.int64)   # entries of flows with a bundle
+        self.link_bundled = np.zeros(self.num_links, dtype=np.int64)  # entries of flows with a bundle
         self.bundles = Bundles()
         self.clocks = BundleClocks(self.num_links)
         self._slots = Growable(_SLOT_FIELDS)
-        self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})   # edge entries
+        self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})  # edge entries
         self.n_alive = 0
-        self._loose = np.zeros(0, dtype=np.int64)        # live slots not in a clock, ascending
+        self._loose = np.zeros(0, dtype=np.int64)  # live slots not in a clock, ascending
         self._added: list[np.ndarray] = []
         self._added_links: list[np.ndarray] = []
         self._lowest_removed = np.inf
         self._removed_links: list[np.ndarray] = []
         self._backoff = 0
         self._failures = 0
-        self.refills = 0                                 # statistics
+        self.refills = 0  # statistics
         self.refilled_rows = 0
         self.bundled_refills = 0
 
-    def __getattr__(self, name: str) -> np.ndarray:     # slot fields: table.rate, table.group ...
+    def __getattr__(self, name: str) -> np.ndarray:  # slot fields: table.rate, table.group ...
         slots = self.__dict__.get("_slots")
         if slots is not None and name in slots.arrays:
             return slots.arrays[name]
@@ -95,8 +107,16 @@ class FlowTable:
         return self._slots.size
 
     # ---- adding and removing flows ----------------------------------------------------------
-    def add(self, flat: np.ndarray, weights: np.ndarray, lengths: np.ndarray, left: np.ndarray,
-            group: np.ndarray, flow: np.ndarray, now: float) -> None:
+    def add(
+        self,
+        flat: np.ndarray,
+        weights: np.ndarray,
+        lengths: np.ndarray,
+        left: np.ndarray,
+        group: np.ndarray,
+        flow: np.ndarray,
+        now: float,
+    ) -> None:
         """Append flows (concatenated link ids, entry weights, entries per flow, bytes, owner)."""
         k = len(lengths)
         row = owners(lengths)
@@ -117,9 +137,9 @@ class FlowTable:
         a["left"][new] = left
         a["t_ref"][new] = now
         a["alive"][new] = True
-        a["fresh"][new] = True              # rate 0, finish and due inf: slots are never reused
-        e.arrays["link"][e.size:e.size + len(e_link)] = e_link
-        e.arrays["weight"][e.size:e.size + len(e_link)] = e_weight
+        a["fresh"][new] = True  # rate 0, finish and due inf: slots are never reused
+        e.arrays["link"][e.size : e.size + len(e_link)] = e_link
+        e.arrays["weight"][e.size : e.size + len(e_link)] = e_weight
         s.size += k
         e.size += len(e_link)
         self.n_alive += k
@@ -148,7 +168,7 @@ class FlowTable:
         self._link_add(self.link_bundled, link[in_bundle], -1)
         self._removed_links.append(link)
         emptied = link[self.link_entries[link] == 0]
-        self.link_rate[emptied] = 0.0                    # no rounding residue on idle links
+        self.link_rate[emptied] = 0.0  # no rounding residue on idle links
         self.link_weight[emptied] = 0.0
         a = self._slots.arrays
         clocked = slots[a["clocked"][slots]]
@@ -161,7 +181,7 @@ class FlowTable:
         if len(clocked) < len(slots):
             self._loose = self._loose[self.alive[self._loose]]
         self.n_alive -= len(slots)
-        if fresh.any():                                  # added and removed before any refill
+        if fresh.any():  # added and removed before any refill
             self._added = [added[self.alive[added]] for added in self._added]
 
     def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray | int) -> None:
@@ -175,7 +195,7 @@ class FlowTable:
 
     # ---- queries ----------------------------------------------------------------------------
     def slots(self) -> np.ndarray:
-        return np.flatnonzero(self.alive[:self.n_slots])
+        return np.flatnonzero(self.alive[: self.n_slots])
 
     def entries(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position in `slots`, link, weight) of all entries of `slots`: shared, then edge."""
@@ -183,8 +203,11 @@ class FlowTable:
         bundled = np.flatnonzero(bundle >= 0)
         b_row, b_link, b_weight = self.bundles.of(bundle[bundled])
         e_row, e_link, e_weight = self._edge(slots)
-        return np.concatenate([bundled[b_row], e_row]), np.concatenate([b_link, e_link]), \
-            np.concatenate([b_weight, e_weight])
+        return (
+            np.concatenate([bundled[b_row], e_row]),
+            np.concatenate([b_link, e_link]),
+            np.concatenate([b_weight, e_weight]),
+        )
 
     def rates(self, slots: np.ndarray) -> np.ndarray:
         """Current rate of `slots` (a clocked flow's is its clock's)."""
@@ -235,17 +258,18 @@ class FlowTable:
         slots = self.slots()
         row, link, weight = self.entries(slots)
         order = np.argsort(row, kind="stable")
-        return flow_matrix(np.bincount(row, minlength=len(slots)), link[order], self.num_links, weight[order]), \
-            self.rates(slots)
+        return flow_matrix(
+            np.bincount(row, minlength=len(slots)), link[order], self.num_links, weight[order]
+        ), self.rates(slots)
 
     # ---- rates ------------------------------------------------------------------------------
     def recompute(self, now: float) -> None:
         """Max-min fair rates after the adds and removes since the last call (exact)."""
         if not self._added and not self._removed_links:
-            return                                       # nothing came or went
+            return  # nothing came or went
         level = self._lowest_removed
         added_links = np.concatenate(self._added_links) if self._added_links else np.zeros(0, dtype=np.int64)
-        changed = np.concatenate(self._removed_links + [added_links])     # links where flows came or went
+        changed = np.concatenate(self._removed_links + [added_links])  # links where flows came or went
         self._added, self._added_links, self._lowest_removed, self._removed_links = [], [], np.inf, []
         if len(added_links):
             with np.errstate(divide="ignore"):
@@ -266,11 +290,11 @@ class FlowTable:
         attempt = not self.plain and self._backoff == 0  # try bundled filling
         if not self.plain and self._backoff > 0:
             self._backoff -= 1
-        if len(clocks) and not attempt:                  # row by row: clocks back to per-flow rows
+        if len(clocks) and not attempt:  # row by row: clocks back to per-flow rows
             flows, clocks = np.concatenate([flows, self._unclock(clocks, now)]), no_clocks
         parts, old, old_load, residual = self._prepare(flows, clocks)
         rate = self._bundled(parts, residual) if attempt else None
-        if rate is None and len(clocks):                 # the check failed: the same, row by row
+        if rate is None and len(clocks):  # the check failed: the same, row by row
             flows, clocks = np.concatenate([parts["flows"], self._unclock(clocks, now)]), no_clocks
             parts, old, old_load, residual = self._prepare(flows, clocks)
         bundled = rate is not None
@@ -302,7 +326,7 @@ class FlowTable:
         """(parts, old rates, old load (None: the region is everything), residual capacity) of a
         refill of `flows` and `clocks`."""
         bundled = self.bundle[flows] >= 0
-        flows = np.concatenate([flows[bundled], flows[~bundled]])          # bundled flows first
+        flows = np.concatenate([flows[bundled], flows[~bundled]])  # bundled flows first
         parts = self._parts(flows, clocks)
         old = np.concatenate([self.clocks.rate[clocks], np.where(self.fresh[flows], 0.0, self.rate[flows])])
         if len(flows) + int(self.clocks.count[clocks].sum()) == self.n_alive:
@@ -343,7 +367,7 @@ class FlowTable:
         shared entries per unit) and edge entries (a clock's pairs, the flows' own; those of
         bundled rows first, `split` of them)."""
         bundle = self.bundle[flows]
-        n_bundled = int((bundle >= 0).sum())                                # they come first
+        n_bundled = int((bundle >= 0).sum())  # they come first
         c = len(clocks)
         row_bundle = np.concatenate([clocks, bundle[:n_bundled]]) if c else bundle[:n_bundled]
         count = np.bincount(row_bundle, minlength=self.bundles.store.size)
@@ -364,20 +388,30 @@ class FlowTable:
             members = self.clocks.count[clocks]
             mult = np.concatenate([members.astype(float), np.ones(n_bundled)])
             represented += int(members.sum())
-        return {"flows": flows, "clocks": c, "unit": compact[row_bundle], "units": len(ids), "mult": mult,
-                "represented": represented, "shared": self.bundles.of(ids), "edge": (e_row, e_link, e_weight),
-                "split": split, "rows": c + len(flows)}
+        return {
+            "flows": flows,
+            "clocks": c,
+            "unit": compact[row_bundle],
+            "units": len(ids),
+            "mult": mult,
+            "represented": represented,
+            "shared": self.bundles.of(ids),
+            "edge": (e_row, e_link, e_weight),
+            "split": split,
+            "rows": c + len(flows),
+        }
 
     def _load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
         """Per link: summed entries x rate of the rows (shared entries once per bundle, times the
         flows of each row)."""
         unit, mult = parts["unit"], parts["mult"]
-        unit_rate = rate[:len(unit)] if mult is None else rate[:len(unit)] * mult
+        unit_rate = rate[: len(unit)] if mult is None else rate[: len(unit)] * mult
         per_unit = np.bincount(unit, unit_rate, minlength=parts["units"])
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
-        return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + \
-            np.bincount(e_link, e_weight * rate[e_row], minlength=self.num_links)
+        return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + np.bincount(
+            e_link, e_weight * rate[e_row], minlength=self.num_links
+        )
 
     def _bundled(self, parts: dict, residual: np.ndarray) -> np.ndarray | None:
         """Bundled filling where it pays off (at least two flows per bundle) and its check holds."""
@@ -386,12 +420,18 @@ class FlowTable:
         if not bundled or parts["units"] * 2 > parts["represented"]:
             return None
         e_row, e_link, e_weight = parts["edge"]
-        rate = bundled_filling(unit, parts["shared"], (e_row[:k], e_link[:k], e_weight[:k]),
-                               (e_row[k:] - bundled, e_link[k:], e_weight[k:]), parts["rows"] - bundled, residual,
-                               parts["mult"])
+        rate = bundled_filling(
+            unit,
+            parts["shared"],
+            (e_row[:k], e_link[:k], e_weight[:k]),
+            (e_row[k:] - bundled, e_link[k:], e_weight[k:]),
+            parts["rows"] - bundled,
+            residual,
+            parts["mult"],
+        )
         if rate is None:
             self._failures += 1
-            self._backoff = min(2 ** self._failures, _BACKOFF_MAX)
+            self._backoff = min(2**self._failures, _BACKOFF_MAX)
             return None
         self._failures = 0
         self.bundled_refills += 1
@@ -404,7 +444,7 @@ class FlowTable:
         u_row, u_link, u_weight = parts["shared"]
         e_row, e_link, e_weight = parts["edge"]
         # expand each bundle's shared entries to its flows
-        u_len = np.bincount(u_row, minlength=parts["units"])       # u_row is sorted (Bundles.of)
+        u_len = np.bincount(u_row, minlength=parts["units"])  # u_row is sorted (Bundles.of)
         idx = ranges((np.cumsum(u_len) - u_len)[unit], u_len[unit])
         row = np.concatenate([np.repeat(np.arange(bundled), u_len[unit]), e_row])
         link, weight = np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
@@ -470,16 +510,16 @@ class FlowTable:
         self._slots = Growable(_SLOT_FIELDS)
         self._slots.reserve(2 * len(live))
         for name, values in kept.items():
-            self._slots.arrays[name][:len(live)] = values
-        self._slots.arrays["start"][:len(live)] = np.cumsum(lengths) - lengths
+            self._slots.arrays[name][: len(live)] = values
+        self._slots.arrays["start"][: len(live)] = np.cumsum(lengths) - lengths
         self._slots.size = len(live)
         self._entries = Growable({"link": (np.int64, 0), "weight": (float, 0.0)})
         self._entries.reserve(2 * len(idx))
-        self._entries.arrays["link"][:len(idx)] = links
-        self._entries.arrays["weight"][:len(idx)] = weights
+        self._entries.arrays["link"][: len(idx)] = links
+        self._entries.arrays["weight"][: len(idx)] = weights
         self._entries.size = len(idx)
-        clocked = self._slots.arrays["clocked"][:len(live)]
-        self._loose = np.flatnonzero(~clocked)           # slots were renumbered
+        clocked = self._slots.arrays["clocked"][: len(live)]
+        self._loose = np.flatnonzero(~clocked)  # slots were renumbered
         if self.clocks.members:
             mine = np.flatnonzero(clocked)
             self.clocks.rebuild(mine, self.bundle[mine], self.key[mine])

@@ -19,14 +19,15 @@ their links. Links whose level is within a relative 1e-9 of the smallest fill at
 The flow network's incremental state (which flows a change can affect, bundles and their clocks)
 is `FlowTable` (sim/network/flow_table.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-REL_TOL = 1e-9            # links within this relative distance of the lowest level fill together
-DONE_BYTES = 1e-3         # a flow with fewer bytes left than this is complete
-_TINY = 32                # progressive filling of at most this many entries runs in plain Python
+REL_TOL = 1e-9  # links within this relative distance of the lowest level fill together
+DONE_BYTES = 1e-3  # a flow with fewer bytes left than this is complete
+_TINY = 32  # progressive filling of at most this many entries runs in plain Python
 
 
 def finish_and_due(left: np.ndarray, rate: np.ndarray, t: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
@@ -36,8 +37,9 @@ def finish_and_due(left: np.ndarray, rate: np.ndarray, t: np.ndarray | float) ->
         return np.where(left > 0, t + left / rate, t), np.where(left > DONE_BYTES, t + (left - DONE_BYTES) / rate, t)
 
 
-def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
-                weights: np.ndarray | None = None) -> sp.csr_matrix:
+def flow_matrix(
+    lengths: np.ndarray, flat_links: np.ndarray, num_links: int, weights: np.ndarray | None = None
+) -> sp.csr_matrix:
     """(links x flows) incidence from flows given as concatenated link ids and entries per flow.
 
     An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
@@ -47,7 +49,7 @@ def flow_matrix(lengths: np.ndarray, flat_links: np.ndarray, num_links: int,
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     data = np.ones(len(flat_links)) if weights is None else weights.copy()
     flows_by_links = sp.csr_matrix((data, flat_links.copy(), indptr), shape=(n, num_links))
-    flows_by_links.sum_duplicates()       # in place: hence the copies above
+    flows_by_links.sum_duplicates()  # in place: hence the copies above
     return flows_by_links.T.tocsr()
 
 
@@ -84,15 +86,21 @@ def max_min_rates(paths: list, capacity: np.ndarray) -> np.ndarray:
     return max_min_fair(flow_matrix(lengths, flat, len(capacity)), capacity)
 
 
-def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n: int,
-                        capacity: np.ndarray, link_level: np.ndarray | None = None) -> np.ndarray:
+def progressive_filling(
+    row: np.ndarray,
+    link: np.ndarray,
+    weight: np.ndarray,
+    n: int,
+    capacity: np.ndarray,
+    link_level: np.ndarray | None = None,
+) -> np.ndarray:
     """Max-min fair rates of `n` flows given as entries (flow `row`, `link`, `weight`) over links
     of `capacity`; the same filling as `max_min_fair`, with per level only the entries of unfrozen
     flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
     which each link filled and froze flows."""
     if len(link) <= _TINY:
         return _tiny_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
-    if 4 * len(link) < len(capacity):                # few entries: work on the links they use only
+    if 4 * len(link) < len(capacity):  # few entries: work on the links they use only
         used, link = np.unique(link, return_inverse=True)
         level = None if link_level is None else np.full(len(used), np.inf)
         rate = progressive_filling(row, link.ravel(), weight, n, capacity[used], level)
@@ -100,8 +108,8 @@ def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n
             link_level[used] = level
         return rate
     num_links = len(capacity)
-    count = np.bincount(link, weight, minlength=num_links)       # summed entries of unfrozen flows
-    entries = np.bincount(link, minlength=num_links)             # their number (exact zero test)
+    count = np.bincount(link, weight, minlength=num_links)  # summed entries of unfrozen flows
+    entries = np.bincount(link, minlength=num_links)  # their number (exact zero test)
     remaining = capacity.astype(float).copy()
     rate = np.full(n, np.inf)
     share = np.empty(num_links)
@@ -127,8 +135,9 @@ def progressive_filling(row: np.ndarray, link: np.ndarray, weight: np.ndarray, n
     return rate
 
 
-def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndarray,
-                  link_level: np.ndarray | None) -> np.ndarray:
+def _tiny_filling(
+    row: list, link: list, weight: list, n: int, capacity: np.ndarray, link_level: np.ndarray | None
+) -> np.ndarray:
     """`progressive_filling` of a few entries in plain Python (numpy's cost per call would
     dominate): the same operations in the same order, so the same rates to the last bit."""
     count: dict[int, float] = {}
@@ -138,7 +147,7 @@ def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndar
         entries[l] = entries.get(l, 0) + 1
     remaining = {l: float(capacity[l]) for l in count}
     rate = [np.inf] * n
-    live = list(range(len(link)))                      # entries of unfrozen flows
+    live = list(range(len(link)))  # entries of unfrozen flows
     while live:
         share = {l: max(remaining[l], 0.0) / count[l] for l in count if entries[l] > 0}
         level = min(share.values())
@@ -166,8 +175,15 @@ def _tiny_filling(row: list, link: list, weight: list, n: int, capacity: np.ndar
     return np.array(rate, dtype=float)
 
 
-def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, single_edge: tuple,
-                    n_single: int, capacity: np.ndarray, multiplicity: np.ndarray | None = None) -> np.ndarray | None:
+def bundled_filling(
+    unit: np.ndarray,
+    unit_entries: tuple,
+    bundled_edge: tuple,
+    single_edge: tuple,
+    n_single: int,
+    capacity: np.ndarray,
+    multiplicity: np.ndarray | None = None,
+) -> np.ndarray | None:
     """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
     links, i.e. links between switches), or None when the shortcut does not apply.
 
@@ -192,20 +208,23 @@ def bundled_filling(unit: np.ndarray, unit_entries: tuple, bundled_edge: tuple, 
     b_row, b_link, b_weight = bundled_edge
     n_bundled = len(unit)
     n_units = int(unit.max()) + 1 if n_bundled else 0
-    size = np.bincount(unit, minlength=n_units) if multiplicity is None else \
-        np.bincount(unit, multiplicity, minlength=n_units)
+    size = (
+        np.bincount(unit, minlength=n_units)
+        if multiplicity is None
+        else np.bincount(unit, multiplicity, minlength=n_units)
+    )
     rate = np.empty(n_bundled + n_single)
     rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
     bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
     residual = capacity - bundled_load
     if ((residual < -REL_TOL * capacity) & (bundled_load > 0)).any():
-        return None                                       # the bundles overfill an edge link
+        return None  # the bundles overfill an edge link
     level = np.full(len(capacity), np.inf)
     s_row, s_link, s_weight = single_edge
     rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level)
-    filled = level < np.inf                               # edge links where other flows froze
+    filled = level < np.inf  # edge links where other flows froze
     if filled.any():
         on_filled = filled[b_link]
         if (rate[b_row[on_filled]] > level[b_link[on_filled]] * (1 + REL_TOL)).any():
-            return None                                   # an edge link fills below a bundle's rate
+            return None  # an edge link fills below a bundle's rate
     return rate

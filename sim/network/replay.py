@@ -21,6 +21,7 @@ per interval of constant rates, sub-flows, transfer endpoints), and what it adde
 (bytes and busy time per link, flows started, bytes sent and delivered). `replay(origin_s, starts)`
 does it again for each start: observer calls shifted in time, counters added once per start.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,18 +35,18 @@ from sim.network.base import Routed
 if TYPE_CHECKING:
     from sim.network.base import Network
 
-SparseVector = tuple[np.ndarray, np.ndarray]        # (indices, values)
+SparseVector = tuple[np.ndarray, np.ndarray]  # (indices, values)
 
 
 @dataclass
 class Trajectory:
-    key: StepKey                     # the step recorded
-    gid: int                         # flow group being recorded
+    key: StepKey  # the step recorded
+    gid: int  # flow group being recorded
     start_s: float
-    nbytes: np.ndarray               # bytes per flow (merged ECMP rows, in routed order)
-    arrival_offset: np.ndarray       # path latency per flow: when it enters the network
-    routed: Routed                   # the merged rows of the step
-    base_link_bytes: np.ndarray | None     # link totals when it started (dropped when it finishes)
+    nbytes: np.ndarray  # bytes per flow (merged ECMP rows, in routed order)
+    arrival_offset: np.ndarray  # path latency per flow: when it enters the network
+    routed: Routed  # the merged rows of the step
+    base_link_bytes: np.ndarray | None  # link totals when it started (dropped when it finishes)
     base_busy_s: np.ndarray | None
     offsets: list[float] = field(default_factory=list)
     remaining: list[np.ndarray] = field(default_factory=list)
@@ -55,15 +56,16 @@ class Trajectory:
     duration_s: float = 0.0
     valid: bool = True
     row_of_flow: np.ndarray = field(init=False)
-    seen: np.ndarray = field(init=False)   # per flow: was active at some snapshot (so gone = finished)
+    seen: np.ndarray = field(init=False)  # per flow: was active at some snapshot (so gone = finished)
 
     def __post_init__(self) -> None:
         self.row_of_flow = np.zeros(int(self.routed.flow.max()) + 1 if len(self.routed.flow) else 0, dtype=np.int64)
         self.row_of_flow[self.routed.flow] = np.arange(len(self.routed.flow))
         self.seen = np.zeros(len(self.nbytes), dtype=bool)
 
-    def snapshot(self, now: float, rows_flow: np.ndarray, rows_remaining: np.ndarray,
-                 link_bytes: np.ndarray, busy_s: np.ndarray) -> None:
+    def snapshot(
+        self, now: float, rows_flow: np.ndarray, rows_remaining: np.ndarray, link_bytes: np.ndarray, busy_s: np.ndarray
+    ) -> None:
         """Record the state at `now`; rows_* are this group's active rows (flow index, bytes left)."""
         assert self.base_link_bytes is not None and self.base_busy_s is not None, "snapshot after finish"
         offset = now - self.start_s
@@ -92,8 +94,11 @@ class Trajectory:
         w = 0.0 if span <= 0 else min(max((offset - offsets[i]) / span, 0.0), 1.0)
         remaining = self.remaining[i] + w * (self.remaining[j] - self.remaining[i])
         remaining = np.where(self.arrival_offset > offset, self.nbytes, remaining)
-        return remaining, _lerp(self.link_bytes[i], self.link_bytes[j], w, num_links), \
-            _lerp(self.busy_s[i], self.busy_s[j], w, num_links)
+        return (
+            remaining,
+            _lerp(self.link_bytes[i], self.link_bytes[j], w, num_links),
+            _lerp(self.busy_s[i], self.busy_s[j], w, num_links),
+        )
 
     def totals(self, num_links: int) -> tuple[np.ndarray, np.ndarray]:
         return _dense(self.link_bytes[-1], num_links), _dense(self.busy_s[-1], num_links)
@@ -115,9 +120,9 @@ class TrafficTape:
 
     def __init__(self, network: Network) -> None:
         self.network = network
-        self._links0, self._busy0 = network.link_bytes.copy(), network.link_busy_s.copy()   # settles first
+        self._links0, self._busy0 = network.link_bytes.copy(), network.link_busy_s.copy()  # settles first
         self._counters0 = self._counters()
-        self.calls: list[tuple[str, tuple]] = []          # observer calls: (method name, args)
+        self.calls: list[tuple[str, tuple]] = []  # observer calls: (method name, args)
         self.link_bytes = self.link_busy_s = self.counters = np.zeros(0)
         network.traffic_observers.insert(0, self)
 
@@ -129,19 +134,31 @@ class TrafficTape:
     def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
         self.calls.append(("on_links", (t0, t1, np.array(link_bytes, dtype=float))))
 
-    def on_subflows(self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray,
-                    nbytes: np.ndarray) -> None:
-        self.calls.append(("on_subflows", (np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
-                                           np.array(lengths), np.array(nbytes, dtype=float))))
+    def on_subflows(
+        self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
+    ) -> None:
+        self.calls.append(
+            (
+                "on_subflows",
+                (
+                    np.array(t0, dtype=float),
+                    np.array(t1, dtype=float),
+                    np.array(flat),
+                    np.array(lengths),
+                    np.array(nbytes, dtype=float),
+                ),
+            )
+        )
 
-    def on_flows(self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray,
-                 key: StepKey | None = None) -> None:
+    def on_flows(
+        self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray, key: StepKey | None = None
+    ) -> None:
         self.calls.append(("on_flows", (list(srcs), list(dsts), start_s, np.array(finish_s, dtype=float), key)))
 
     def stop(self) -> None:
         """End of the recording: what it added to the counters."""
         net = self.network
-        self.link_bytes = net.link_bytes - self._links0         # settles deferred accounting, still recorded
+        self.link_bytes = net.link_bytes - self._links0  # settles deferred accounting, still recorded
         self.link_busy_s = net.link_busy_s - self._busy0
         net.traffic_observers.remove(self)
         self.counters = self._counters() - self._counters0
@@ -159,8 +176,15 @@ class TrafficTape:
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
         observers = self.network.traffic_observers
-        relative = [(m, (a[0], a[1], a[2] - origin_s, a[3] - origin_s, a[4]) if m == "on_flows"
-                     else (a[0] - origin_s, a[1] - origin_s, *a[2:])) for m, a in self.calls]
+        relative = [
+            (
+                m,
+                (a[0], a[1], a[2] - origin_s, a[3] - origin_s, a[4])
+                if m == "on_flows"
+                else (a[0] - origin_s, a[1] - origin_s, *a[2:]),
+            )
+            for m, a in self.calls
+        ]
         for base in starts.tolist():
             for method, args in relative:
                 if method == "on_flows":

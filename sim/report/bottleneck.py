@@ -28,6 +28,7 @@ dropped spans (`trace_limit`), the path covers the recorded prefix only; `spans_
 The workload's part. `run_bottleneck(result)` adds what the run's workload kind knows about its own
 bound (`Workload.bottleneck`, e.g. ingestion's closed-form bounding stage) under `workload`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,8 +49,13 @@ def critical_path(spans: pd.DataFrame) -> pd.DataFrame:
         return live.assign(gap_before_s=pd.Series(dtype=float))
     # order by end; among equal ends the last row is the one the path takes: a span that is not a
     # wrapper of communication / IO (resources.is_wrapper), then the one that started first
-    wrapper = np.array([is_wrapper(r, c) for r, c in zip(live["resource"].to_numpy(dtype=object),
-                                                         live["category"].to_numpy(dtype=object))], dtype=bool)
+    wrapper = np.array(
+        [
+            is_wrapper(r, c)
+            for r, c in zip(live["resource"].to_numpy(dtype=object), live["category"].to_numpy(dtype=object))
+        ],
+        dtype=bool,
+    )
     order = np.lexsort((-live["start_s"].to_numpy(), ~wrapper, live["end_s"].to_numpy()))
     ends = live["end_s"].to_numpy()[order]
     starts = live["start_s"].to_numpy()[order]
@@ -83,8 +89,9 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
     link_names = links["link"].to_numpy(dtype=object)
     names, resources = [None] * len(path), path["resource"].to_numpy(dtype=object).tolist()
     routes: dict[tuple[str, str], list[int]] = {}
-    for i, (comp, name, res) in enumerate(zip(path["component"].to_numpy(dtype=object),
-                                              path["name"].to_numpy(dtype=object), list(resources))):
+    for i, (comp, name, res) in enumerate(
+        zip(path["component"].to_numpy(dtype=object), path["name"].to_numpy(dtype=object), list(resources))
+    ):
         if res not in NETWORK_RESOURCES and not res.startswith(("memory:", "storage:")):
             continue
         ids = []
@@ -115,13 +122,22 @@ def link_summary(links: pd.DataFrame) -> dict:
     used = links[links["bytes"] > 0]
     for kind, df in used.groupby("kind", sort=True):
         top = df.sort_values(["utilisation", "link"], ascending=[False, True]).iloc[0]
-        out[kind] = {"max_utilisation": float(top["utilisation"]), "mean_utilisation": float(df["utilisation"].mean()),
-                     "busiest_link": str(top["link"]), "links_used": len(df)}
+        out[kind] = {
+            "max_utilisation": float(top["utilisation"]),
+            "mean_utilisation": float(df["utilisation"].mean()),
+            "busiest_link": str(top["link"]),
+            "links_used": len(df),
+        }
     return out
 
 
-def bottleneck_report(spans: pd.DataFrame, links: pd.DataFrame | None = None, topology=None,
-                      sim_time_s: float | None = None, spans_dropped: int = 0) -> dict:
+def bottleneck_report(
+    spans: pd.DataFrame,
+    links: pd.DataFrame | None = None,
+    topology=None,
+    sim_time_s: float | None = None,
+    spans_dropped: int = 0,
+) -> dict:
     """The report stored as `bottleneck` in summary.json (plain JSON types)."""
     spans = with_resources(spans)
     window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if len(spans) else 0.0))
@@ -179,25 +195,37 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
     if idle > 0.5:
         text += f" (the path is {idle:.0%} idle: waiting for arrivals or latency)"
     rows = [("bottleneck", text)]
-    path = ", ".join(f"{label(k)} {v / report['critical_path_s']:.0%}"
-                     for k, v in report["critical_path"].items() if report["critical_path_s"] > 0 and v > 0)
+    path = ", ".join(
+        f"{label(k)} {v / report['critical_path_s']:.0%}"
+        for k, v in report["critical_path"].items()
+        if report["critical_path_s"] > 0 and v > 0
+    )
     rows.append(("critical path", path or "(no spans recorded)"))
     util = ", ".join(f"{label(k)} {v:.0%}" for k, v in sorted(report["utilisation"].items(), key=lambda kv: -kv[1]))
     rows.append(("busy (mean over instances)", util or "-"))
-    if report.get("workload"):                 # the workload kind's own part (run_bottleneck)
-        rows.append(("workload's own bound", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                                       for k, v in report["workload"].items())))
+    if report.get("workload"):  # the workload kind's own part (run_bottleneck)
+        rows.append(
+            (
+                "workload's own bound",
+                ", ".join(
+                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["workload"].items()
+                ),
+            )
+        )
     if report.get("spans_dropped"):
-        rows.append(("trace", f"{report['spans_dropped']} spans dropped (trace_limit): report covers the recorded prefix"))
+        rows.append(
+            ("trace", f"{report['spans_dropped']} spans dropped (trace_limit): report covers the recorded prefix")
+        )
     return rows
 
 
 def run_bottleneck(result) -> dict:
     """The bottleneck report of a RunResult (sim/report/result.py), with the workload's own part under
     `workload` when its kind adds one (`Workload.bottleneck`, sim/workloads/base.py)."""
-    report = bottleneck_report(result.spans, result.links, result.cluster.topology, result.sim_time_s,
-                               result.sim.recorder.dropped)
-    config = result.scenario.workload              # None: several jobs
+    report = bottleneck_report(
+        result.spans, result.links, result.cluster.topology, result.sim_time_s, result.sim.recorder.dropped
+    )
+    config = result.scenario.workload  # None: several jobs
     extra = workload_for(config.kind).bottleneck(result) if config is not None else {}
     if extra:
         report["workload"] = extra

@@ -3,6 +3,7 @@ links.csv, trace.json and PNG plots (sim/report/plots.py `run_plots`: timeline, 
 links, topology and the workload's own plots); summary.json carries the bottleneck report. Every file
 is written atomically (temp file + rename) and only inside the directory given.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ def atomic_path(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o644)                  # mkstemp creates 0600; results are meant to be shared
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
     try:
         yield Path(tmp)
         os.replace(tmp, path)
@@ -41,8 +42,7 @@ def write_json(path: Path, obj) -> None:
     write_text(path, json.dumps(obj, indent=2))
 
 
-def write_run(result: RunResult, out_dir: str | Path,
-              trace_window_s: tuple[float, float] | None = None) -> list[Path]:
+def write_run(result: RunResult, out_dir: str | Path, trace_window_s: tuple[float, float] | None = None) -> list[Path]:
     """Write all result files of one run into `out_dir`; returns the paths written. The trace keeps
     the spans starting inside `trace_window_s` (default: all recorded spans)."""
     out = Path(out_dir)
@@ -61,12 +61,13 @@ def write_run(result: RunResult, out_dir: str | Path,
         spans.to_parquet(tmp, index=False)
     with atomic_path(target("links.csv")) as tmp:
         result.links.to_csv(tmp, index=False)
-    write_json(target("trace.json"), chrome_trace(spans, window_s=trace_window_s,
-                                                  metadata={"scenario": result.scenario.name}))
+    write_json(
+        target("trace.json"), chrome_trace(spans, window_s=trace_window_s, metadata={"scenario": result.scenario.name})
+    )
     for name, draw in plots.run_plots(result):
         with atomic_path(target(f"{name}.png")) as tmp:
             draw(path=tmp)
-    if result.power is not None:                    # sim/energy/meter.py: cluster power over time
+    if result.power is not None:  # sim/energy/meter.py: cluster power over time
         with atomic_path(target("power.png")) as tmp:
             power_over_time(result.power, title=f"{result.scenario.name}: cluster power", path=tmp)
     return written

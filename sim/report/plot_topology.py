@@ -11,6 +11,7 @@ are coloured by the busiest link inside them (NVLink, PCIe, memory tiers).
 Layout: hosts at the bottom, then switches by hop distance from the hosts (leaf, spine, core),
 pools above the top layer.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,9 @@ def _block_name(prefix: str, k: int, size: int, count: int) -> str:
     return f"{prefix}{lo}-{hi}" if hi > lo else f"{prefix}{lo}"
 
 
-def node_groups(topology, max_hosts: int = 16, max_switches: int = 16,
-                max_pool_blocks: int = 4) -> tuple[dict[str, str], dict[str, str]]:
+def node_groups(
+    topology, max_hosts: int = 16, max_switches: int = 16, max_pool_blocks: int = 4
+) -> tuple[dict[str, str], dict[str, str]]:
     """(graph node -> drawn node, drawn node -> role in host | pool | switch)."""
     n_hosts = len(topology.hosts)
     host_block = math.ceil(n_hosts / max_hosts) if n_hosts > max_hosts else 1
@@ -84,7 +86,7 @@ def aggregate(topology, links: pd.DataFrame, mapping: dict[str, str]) -> tuple[n
     """Undirected graph of drawn nodes with edge attributes `utilisation` (max over member links)
     and `capacity_bytes_per_s` (sum); and the max utilisation of links inside each drawn node."""
     g = nx.Graph()
-    g.add_nodes_from(sorted(dict.fromkeys(mapping.values()), key=natural_key))   # layout order
+    g.add_nodes_from(sorted(dict.fromkeys(mapping.values()), key=natural_key))  # layout order
     inside: dict[str, float] = defaultdict(float)
     util = links["utilisation"].to_numpy()
     cap = links["capacity_bytes_per_s"].to_numpy()
@@ -114,14 +116,20 @@ def layers(g: nx.Graph, role: dict[str, str]) -> dict[str, int]:
     return layer
 
 
-def topology(topo, links: pd.DataFrame, title: str = "Topology and link utilisation", path=None,
-             max_hosts: int = 16, max_switches: int = 16):
+def topology(
+    topo,
+    links: pd.DataFrame,
+    title: str = "Topology and link utilisation",
+    path=None,
+    max_hosts: int = 16,
+    max_switches: int = 16,
+):
     """Draw the aggregated switch graph; edge colour = max link utilisation, width ~ capacity."""
     mapping, role = node_groups(topo, max_hosts, max_switches)
     g, inside = aggregate(topo, links, mapping)
     layer = layers(g, role)
     by_layer: dict[int, list[str]] = defaultdict(list)
-    for n in g:                                   # g's node order is natural order
+    for n in g:  # g's node order is natural order
         by_layer[layer[n]].append(n)
     pos = nx.multipartite_layout(g, subset_key=dict(by_layer), align="horizontal", scale=1.0)
     cmap = plt.get_cmap("plasma")
@@ -132,32 +140,72 @@ def topology(topo, links: pd.DataFrame, title: str = "Topology and link utilisat
     if edges:
         caps = np.array([d["capacity_bytes_per_s"] for _, _, d in edges])
         widths = 2.0 + 4.0 * (np.log10(caps) - np.log10(caps.min())) / max(np.ptp(np.log10(caps)), 1e-9)
-        nx.draw_networkx_edges(g, pos, ax=ax, edgelist=[(u, v) for u, v, _ in edges], width=widths,
-                               edge_color=[cmap(norm(d["utilisation"] * 100)) for _, _, d in edges])
+        nx.draw_networkx_edges(
+            g,
+            pos,
+            ax=ax,
+            edgelist=[(u, v) for u, v, _ in edges],
+            width=widths,
+            edge_color=[cmap(norm(d["utilisation"] * 100)) for _, _, d in edges],
+        )
         if len(edges) <= 40:
-            nx.draw_networkx_edge_labels(g, pos, ax=ax, font_size=7, rotate=False,
-                                         edge_labels={(u, v): f"{d['utilisation']:.0%}" for u, v, d in edges})
+            nx.draw_networkx_edge_labels(
+                g,
+                pos,
+                ax=ax,
+                font_size=7,
+                rotate=False,
+                edge_labels={(u, v): f"{d['utilisation']:.0%}" for u, v, d in edges},
+            )
     styles = {"host": ("s", 700), "switch": ("o", 450), "pool": ("D", 500)}
     for r, (shape, size) in styles.items():
         nodes = [n for n in g if role[n] == r]
         if not nodes:
             continue
         colors = [cmap(norm(inside.get(n, 0.0) * 100)) if r == "host" else "lightsteelblue" for n in nodes]
-        nx.draw_networkx_nodes(g, pos, nodelist=nodes, node_shape=shape, node_size=size, node_color=colors,
-                               edgecolors="black", linewidths=0.6, ax=ax)
+        nx.draw_networkx_nodes(
+            g,
+            pos,
+            nodelist=nodes,
+            node_shape=shape,
+            node_size=size,
+            node_color=colors,
+            edgecolors="black",
+            linewidths=0.6,
+            ax=ax,
+        )
     small = len(g) < 40
     names = {n: (f"{n}\n{inside.get(n, 0.0):.0%}" if role[n] == "host" and small else n) for n in g}
-    nx.draw_networkx_labels(g, pos, labels=names, ax=ax, font_size=7 if small else 5,
-                            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
+    nx.draw_networkx_labels(
+        g,
+        pos,
+        labels=names,
+        ax=ax,
+        font_size=7 if small else 5,
+        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+    )
     sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
     cbar = fig.colorbar(sm, ax=ax, fraction=0.035, pad=0.02)
-    cbar.set_label("link utilisation over the run (%)\n(edges: max of member links; hosts: busiest internal link)",
-                   fontsize=8)
-    handles = [plt.Line2D([], [], marker=styles[r][0], linestyle="", markersize=8, markerfacecolor="white",
-                          markeredgecolor="black", label=r) for r in styles if any(role[n] == r for n in g)]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8,
-              frameon=False)
-    ax.set_title(title + f"  ({len(topo.hosts)} hosts, {topo.num_links} directed links; width ~ capacity)",
-                 fontsize=10)
+    cbar.set_label(
+        "link utilisation over the run (%)\n(edges: max of member links; hosts: busiest internal link)", fontsize=8
+    )
+    handles = [
+        plt.Line2D(
+            [],
+            [],
+            marker=styles[r][0],
+            linestyle="",
+            markersize=8,
+            markerfacecolor="white",
+            markeredgecolor="black",
+            label=r,
+        )
+        for r in styles
+        if any(role[n] == r for n in g)
+    ]
+    ax.legend(
+        handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(handles), fontsize=8, frameon=False
+    )
+    ax.set_title(title + f"  ({len(topo.hosts)} hosts, {topo.num_links} directed links; width ~ capacity)", fontsize=10)
     ax.axis("off")
     return finish(fig, path)

@@ -13,6 +13,7 @@ Generic plots (every workload kind):
 A kind's own plots live with it (sim/workloads/<kind>/plots.py) and come through its `plots(result)`
 (sim/workloads/base.py); `time_scale` and `finish` are shared from sim/engine/plotting.py.
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -25,8 +26,15 @@ from sim.report.resources import tier_bytes as _tier_bytes
 from sim.report.trace import process_and_thread, select_spans
 from sim.workloads import workload_for
 
-_BASE_COLORS = {"compute": "tab:blue", "cpu": "tab:brown", "scale_up": "tab:green", "nic": "tab:orange",
-                "host": "tab:purple", "fabric": "tab:red", "idle": "lightgray"}
+_BASE_COLORS = {
+    "compute": "tab:blue",
+    "cpu": "tab:brown",
+    "scale_up": "tab:green",
+    "nic": "tab:orange",
+    "host": "tab:purple",
+    "fabric": "tab:red",
+    "idle": "lightgray",
+}
 _FAMILY_CMAPS = {"gpu": "Blues", "memory": "RdPu", "storage": "Greys"}
 
 
@@ -49,8 +57,14 @@ def default_window(spans: pd.DataFrame, max_spans: int = 4000) -> tuple[float, f
     return 0.0, float(first["end_s"].max())
 
 
-def timeline(spans: pd.DataFrame, max_rows: int = 32, title: str = "Timeline", path=None,
-             window_s: tuple[float, float] | None = None, max_spans: int = 4000):
+def timeline(
+    spans: pd.DataFrame,
+    max_rows: int = 32,
+    title: str = "Timeline",
+    path=None,
+    window_s: tuple[float, float] | None = None,
+    max_spans: int = 4000,
+):
     """Gantt chart: one lane per (component, track), bars coloured by resource.
 
     Shows spans that start inside `window_s` (default: the window of the first `max_spans` spans,
@@ -59,8 +73,10 @@ def timeline(spans: pd.DataFrame, max_rows: int = 32, title: str = "Timeline", p
     spans = with_resources(spans)
     window = window_s if window_s is not None else default_window(spans, max_spans)
     rows = select_spans(spans, None, window)
-    lanes_all = sorted(dict.fromkeys(zip(rows["component"], rows["track"])),
-                       key=lambda ct: (process_and_thread(*ct)[2], process_and_thread(*ct)[1]))
+    lanes_all = sorted(
+        dict.fromkeys(zip(rows["component"], rows["track"])),
+        key=lambda ct: (process_and_thread(*ct)[2], process_and_thread(*ct)[1]),
+    )
     lanes = lanes_all[:max_rows]
     fig, ax = plt.subplots(figsize=(11, 0.28 * max(len(lanes), 4) + 1.6))
     if rows.empty:
@@ -73,8 +89,16 @@ def timeline(spans: pd.DataFrame, max_rows: int = 32, title: str = "Timeline", p
     shown = rows[lane_of >= 0].assign(_lane=lane_of[lane_of >= 0])
     for resource, df in shown.groupby("resource", sort=True):
         width = np.maximum((df["end_s"] - df["start_s"]).to_numpy() * scale, 0.0)
-        ax.barh(df["_lane"], width, left=df["start_s"] * scale, height=0.72, color=resource_color(resource),
-                label=label(resource), edgecolor="white", linewidth=0.3)
+        ax.barh(
+            df["_lane"],
+            width,
+            left=df["start_s"] * scale,
+            height=0.72,
+            color=resource_color(resource),
+            label=label(resource),
+            edgecolor="white",
+            linewidth=0.3,
+        )
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels([f"{c} {t}" for c, t in lanes], fontsize=7)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
@@ -93,8 +117,13 @@ def timeline(spans: pd.DataFrame, max_rows: int = 32, title: str = "Timeline", p
     return finish(fig, path)
 
 
-def utilisation(spans: pd.DataFrame, bins: int = 200, title: str = "Utilisation per resource", path=None,
-                window_s: float | None = None):
+def utilisation(
+    spans: pd.DataFrame,
+    bins: int = 200,
+    title: str = "Utilisation per resource",
+    path=None,
+    window_s: float | None = None,
+):
     """Busy fraction (% of the resource's instances busy) of every resource over time."""
     util = utilisation_over_time(spans, bins=bins, window_s=window_s)
     fig, ax = plt.subplots(figsize=(10, 4))
@@ -103,8 +132,14 @@ def utilisation(spans: pd.DataFrame, bins: int = 200, title: str = "Utilisation 
     else:
         scale, unit = time_scale(float(util.index.max()))
         for resource in util.columns:
-            ax.step(util.index * scale, util[resource] * 100, where="mid", label=label(resource),
-                    color=resource_color(resource), linewidth=1.3)
+            ax.step(
+                util.index * scale,
+                util[resource] * 100,
+                where="mid",
+                label=label(resource),
+                color=resource_color(resource),
+                linewidth=1.3,
+            )
         ax.set_xlabel(f"simulated time ({unit})")
         ax.set_ylim(-2, 105)
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
@@ -114,13 +149,14 @@ def utilisation(spans: pd.DataFrame, bins: int = 200, title: str = "Utilisation 
     return finish(fig, path)
 
 
-def tier_bytes(links: pd.DataFrame, spans: pd.DataFrame | None = None, title: str = "Bytes per memory tier",
-               path=None):
+def tier_bytes(links: pd.DataFrame, spans: pd.DataFrame | None = None, title: str = "Bytes per memory tier", path=None):
     """Bytes read from and written to every tier (host tiers and pool media from the link table;
     HBM from the bytes that GPU kernels recorded, reads and writes together)."""
     table = _tier_bytes(links)
-    rows = [(f"{t} ({w})", r, wr, 0.0) for t, w, r, wr in
-            zip(table["tier"], table["where"], table["read_bytes"], table["write_bytes"])]
+    rows = [
+        (f"{t} ({w})", r, wr, 0.0)
+        for t, w, r, wr in zip(table["tier"], table["where"], table["read_bytes"], table["write_bytes"])
+    ]
     if spans is not None and len(spans):
         gpu = with_resources(spans)
         hbm = float(gpu.loc[(gpu["resource"] == "compute") | gpu["resource"].str.startswith("gpu:"), "bytes"].sum())
@@ -134,8 +170,13 @@ def tier_bytes(links: pd.DataFrame, spans: pd.DataFrame | None = None, title: st
         values = np.array([r[1:] for r in rows])
         scale, unit = _bytes_scale(values.max())
         y = np.arange(len(rows))
-        for k, (what, color, offset) in enumerate((("read", "tab:pink", -0.2), ("written", "tab:cyan", 0.2),
-                                                   ("kernel traffic (read + write)", "tab:blue", 0.0))):
+        for k, (what, color, offset) in enumerate(
+            (
+                ("read", "tab:pink", -0.2),
+                ("written", "tab:cyan", 0.2),
+                ("kernel traffic (read + write)", "tab:blue", 0.0),
+            )
+        ):
             if values[:, k].any():
                 ax.barh(y + offset, values[:, k] / scale, height=0.4, label=what, color=color)
         ax.set_yticks(y)
@@ -158,8 +199,7 @@ def _bytes_scale(n: float) -> tuple[float, str]:
     return 1.0, "B"
 
 
-def link_utilisation(links: pd.DataFrame, top: int = 16, per_kind: int = 4, title: str = "Busiest links",
-                     path=None):
+def link_utilisation(links: pd.DataFrame, top: int = 16, per_kind: int = 4, title: str = "Busiest links", path=None):
     """Horizontal bars of the busiest links: the `per_kind` busiest of every link kind (NIC, NVLink,
     fabric, PCIe, memory), then the busiest others up to `top`; coloured by kind."""
     ranked = links[links["bytes"] > 0].sort_values(["utilisation", "link"], ascending=[False, True])
@@ -171,8 +211,12 @@ def link_utilisation(links: pd.DataFrame, top: int = 16, per_kind: int = 4, titl
         ax.text(0.5, 0.5, "no link carried bytes", ha="center", va="center", transform=ax.transAxes)
     for kind, part in df.groupby("kind", sort=True):
         y = [df.index.get_loc(i) for i in part.index]
-        ax.barh(y, part["utilisation"] * 100, color=resource_color("memory:x" if kind == "memory" else kind),
-                label=label(kind) if kind != "memory" else "memory tier")
+        ax.barh(
+            y,
+            part["utilisation"] * 100,
+            color=resource_color("memory:x" if kind == "memory" else kind),
+            label=label(kind) if kind != "memory" else "memory tier",
+        )
     ax.set_yticks(range(len(df)))
     ax.set_yticklabels(df["link"], fontsize=7)
     ax.set_ylim(len(df) - 0.5, -0.5)
@@ -198,8 +242,9 @@ class RunPlots:
         return timeline(self._r.spans, **{"title": self._title("timeline"), **kw})
 
     def utilisation(self, **kw):
-        return utilisation(self._r.spans, **{"title": self._title("utilisation per resource"),
-                                             "window_s": self._r.sim_time_s, **kw})
+        return utilisation(
+            self._r.spans, **{"title": self._title("utilisation per resource"), "window_s": self._r.sim_time_s, **kw}
+        )
 
     def tier_bytes(self, **kw):
         return tier_bytes(self._r.links, self._r.spans, **{"title": self._title("bytes per memory tier"), **kw})
@@ -209,6 +254,7 @@ class RunPlots:
 
     def topology(self, **kw):
         from sim.report.plot_topology import topology
+
         return topology(self._r.cluster.topology, self._r.links, **{"title": self._title("topology"), **kw})
 
     def workload(self, **kw):
@@ -226,8 +272,15 @@ def workload_plots(result) -> list:
 def run_plots(result) -> list[tuple[str, object]]:
     """(file stem, draw function taking `path=`) of every plot `dcsim run --out` writes."""
     p = RunPlots(result)
-    has_tiers = bool((result.links["kind"] == "memory").any() and
-                     result.links.loc[result.links["kind"] == "memory", "bytes"].sum() > 0)
-    return [("timeline", p.timeline), ("utilisation", p.utilisation),
-            *([("tier_bytes", p.tier_bytes)] if has_tiers else []),
-            ("links", p.links), ("topology", p.topology), *workload_plots(result)]
+    has_tiers = bool(
+        (result.links["kind"] == "memory").any()
+        and result.links.loc[result.links["kind"] == "memory", "bytes"].sum() > 0
+    )
+    return [
+        ("timeline", p.timeline),
+        ("utilisation", p.utilisation),
+        *([("tier_bytes", p.tier_bytes)] if has_tiers else []),
+        ("links", p.links),
+        ("topology", p.topology),
+        *workload_plots(result),
+    ]

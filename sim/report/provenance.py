@@ -8,6 +8,7 @@ spec (`name`), where it came from (`origin`: `catalog` - an unchanged catalog en
 `source` that starts with "calibrated", as `dcsim validate` writes them and as calibrated catalog
 entries say - with that source text in `calibration`.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,8 +28,13 @@ def _origin(section: str, spec, file: str | None) -> str:
 
 def spec_profile(section: str, spec, file: str | None, source: str) -> dict:
     calibrated = bool(_CALIBRATED.match(source or ""))
-    return {"name": spec.name, "origin": _origin(section, spec, file), "file": file, "calibrated": calibrated,
-            "calibration": source if calibrated else None}
+    return {
+        "name": spec.name,
+        "origin": _origin(section, spec, file),
+        "file": file,
+        "calibrated": calibrated,
+        "calibration": source if calibrated else None,
+    }
 
 
 def profile(scenario) -> dict:

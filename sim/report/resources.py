@@ -29,6 +29,7 @@ Interval maths is vectorised: per-instance unions by a sort and a running maximu
 time inside any window from the closed form busy([0, t]) = sum (t - s)^+ - (t - e)^+ over the
 merged intervals (s, e).
 """
+
 from __future__ import annotations
 
 import re
@@ -114,9 +115,13 @@ def merged_intervals(spans: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     reach = df.groupby(by, sort=False)["end_s"].cummax()
     prev_reach = reach.groupby([df[c] for c in by], sort=False).shift()
     block = (prev_reach.isna() | (df["start_s"] > prev_reach)).cumsum()
-    return (df.assign(_block=block.values, end_s=reach.values)
-              .groupby(by + ["_block"], sort=False).agg(start_s=("start_s", "min"), end_s=("end_s", "max"))
-              .reset_index().drop(columns="_block"))
+    return (
+        df.assign(_block=block.values, end_s=reach.values)
+        .groupby(by + ["_block"], sort=False)
+        .agg(start_s=("start_s", "min"), end_s=("end_s", "max"))
+        .reset_index()
+        .drop(columns="_block")
+    )
 
 
 def busy_until(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -185,7 +190,7 @@ def tier_bytes(links: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for link, nbytes in zip(mem["link"], mem["bytes"]):
         src, dst = link.split("->")
-        read = _is_tier_node(src)                         # read links leave the tier node
+        read = _is_tier_node(src)  # read links leave the tier node
         node = src if read else dst
         host, tier = node.rsplit("/", 1)
         where = "host" if re.match(r"^h\d+$", host) else re.sub(r"\d+$", "", host)

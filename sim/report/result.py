@@ -8,6 +8,7 @@ spans, the link table, plots (sim/report/plots.py `RunPlots`) and the bottleneck
 metrics, sim_time_s, wall_s, events, dcsim_version, scenario_sha256 (of the resolved scenario,
 `resolved_yaml`), profile and bottleneck.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,7 +73,7 @@ class RunResult:
     events: int
     sim: Simulation = field(repr=False)
     cluster: Cluster = field(repr=False)
-    power: PowerReport | None = field(default=None, repr=False)     # sim/energy/meter.py: power over time
+    power: PowerReport | None = field(default=None, repr=False)  # sim/energy/meter.py: power over time
 
     @cached_property
     def spans(self) -> pd.DataFrame:
@@ -88,6 +89,7 @@ class RunResult:
     def plot(self):
         """Plots of this run: `result.plot.timeline()`, `.utilisation()`, `.topology()` ..."""
         from sim.report.plots import RunPlots  # matplotlib: only when plotting
+
         return RunPlots(self)
 
     @cached_property
@@ -105,6 +107,6 @@ class RunResult:
             "events": self.events,
             "dcsim_version": dcsim_version(),
             "scenario_sha256": scenario_sha256(self.scenario),
-            "profile": profile(self.scenario),         # sim/report/provenance.py: profile entry/file, calibrated
+            "profile": profile(self.scenario),  # sim/report/provenance.py: profile entry/file, calibrated
             "bottleneck": self.bottleneck,
         }

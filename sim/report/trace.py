@@ -14,6 +14,7 @@ Size cap: huge runs record millions of spans; a trace keeps the spans that start
 (a (start, end) pair in simulated seconds, e.g. the first iterations) and of those the first
 `max_spans` by start time. `otherData` records what was cut.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,9 @@ def process_and_thread(component: str, track: str) -> tuple[str, str, tuple]:
     return component, track, (2, component, 0)
 
 
-def select_spans(spans: pd.DataFrame, max_spans: int | None = 200_000,
-                 window_s: tuple[float, float] | None = None) -> pd.DataFrame:
+def select_spans(
+    spans: pd.DataFrame, max_spans: int | None = 200_000, window_s: tuple[float, float] | None = None
+) -> pd.DataFrame:
     """The spans a trace keeps: those starting inside `window_s`, the first `max_spans` by start."""
     rows = spans
     if window_s is not None:
@@ -55,9 +57,14 @@ def select_spans(spans: pd.DataFrame, max_spans: int | None = 200_000,
     return rows
 
 
-def chrome_trace(spans: pd.DataFrame, max_events: int | None = 200_000,
-                 window_s: tuple[float, float] | None = None, utilisation: bool = True,
-                 counter_bins: int = 200, metadata: dict | None = None) -> dict:
+def chrome_trace(
+    spans: pd.DataFrame,
+    max_events: int | None = 200_000,
+    window_s: tuple[float, float] | None = None,
+    utilisation: bool = True,
+    counter_bins: int = 200,
+    metadata: dict | None = None,
+) -> dict:
     """Trace Event Format dict of `spans` (see the module docstring). `max_events` caps the spans."""
     rows = with_resources(select_spans(spans, max_events, window_s))
     events: list[dict] = []
@@ -70,17 +77,34 @@ def chrome_trace(spans: pd.DataFrame, max_events: int | None = 200_000,
         if proc not in pids:
             pids[proc] = len(pids) + 1
             events.append({"ph": "M", "name": "process_name", "pid": pids[proc], "args": {"name": proc}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pids[proc],
-                           "args": {"sort_index": pids[proc]}})
+            events.append(
+                {"ph": "M", "name": "process_sort_index", "pid": pids[proc], "args": {"sort_index": pids[proc]}}
+            )
     for lane, (proc, thread, _) in sorted(lanes.items(), key=lambda kv: (kv[1][2], kv[1][1])):
         tids[lane] = len(tids) + 1
-        events.append({"ph": "M", "name": "thread_name", "pid": pids[proc], "tid": tids[lane],
-                       "args": {"name": thread}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": pids[proc], "tid": tids[lane],
-                       "args": {"sort_index": tids[lane]}})
+        events.append(
+            {"ph": "M", "name": "thread_name", "pid": pids[proc], "tid": tids[lane], "args": {"name": thread}}
+        )
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": pids[proc],
+                "tid": tids[lane],
+                "args": {"sort_index": tids[lane]},
+            }
+        )
     for comp, track, name, start, end, nbytes, flop, cat, res in zip(
-            rows["component"], rows["track"], rows["name"], rows["start_s"], rows["end_s"], rows["bytes"],
-            rows["flop"], rows["category"], rows["resource"]):
+        rows["component"],
+        rows["track"],
+        rows["name"],
+        rows["start_s"],
+        rows["end_s"],
+        rows["bytes"],
+        rows["flop"],
+        rows["category"],
+        rows["resource"],
+    ):
         dur = max(float(end - start), 0.0)
         args: dict = {"resource": res}
         if cat:
@@ -95,12 +119,26 @@ def chrome_trace(spans: pd.DataFrame, max_events: int | None = 200_000,
             if dur > 0:
                 args["tflop_per_s"] = round(float(flop) / dur / 1e12, 3)
         proc = lanes[(comp, track)][0]
-        events.append({"ph": "X", "name": name, "cat": cat or res, "pid": pids[proc], "tid": tids[(comp, track)],
-                       "ts": float(start) * 1e6, "dur": dur * 1e6, "args": args})
+        events.append(
+            {
+                "ph": "X",
+                "name": name,
+                "cat": cat or res,
+                "pid": pids[proc],
+                "tid": tids[(comp, track)],
+                "ts": float(start) * 1e6,
+                "dur": dur * 1e6,
+                "args": args,
+            }
+        )
     if utilisation and len(rows):
         events.extend(_counter_events(rows, counter_bins, len(pids) + 1))
-    other = {"spans_total": len(spans), "spans_in_trace": len(rows),
-             "window_s": list(window_s) if window_s else None, **(metadata or {})}
+    other = {
+        "spans_total": len(spans),
+        "spans_in_trace": len(rows),
+        "window_s": list(window_s) if window_s else None,
+        **(metadata or {}),
+    }
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
@@ -109,25 +147,36 @@ def _counter_events(rows: pd.DataFrame, bins: int, pid: int) -> list[dict]:
     start = float(rows["start_s"].min())
     util = utilisation_over_time(rows, bins=bins)
     util = util[util.index >= start - (util.index[1] - util.index[0] if len(util) > 1 else 0)]
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "cluster utilisation"}},
-              {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": 0}}]
+    events = [
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "cluster utilisation"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": 0}},
+    ]
     if util.empty:
         return events
     half = (util.index[1] - util.index[0]) / 2 if len(util) > 1 else 0.0
     for resource in util.columns:
         values = util[resource].to_numpy()
-        keep = np.r_[True, np.diff(values) != 0]            # only changes (Perfetto holds the value)
+        keep = np.r_[True, np.diff(values) != 0]  # only changes (Perfetto holds the value)
         for t, v in zip(util.index[keep] - half, values[keep]):
-            events.append({"ph": "C", "name": f"busy {resource}", "pid": pid, "ts": round(max(float(t), 0.0) * 1e6, 6),
-                           "args": {"busy_percent": round(float(v) * 100, 2)}})
+            events.append(
+                {
+                    "ph": "C",
+                    "name": f"busy {resource}",
+                    "pid": pid,
+                    "ts": round(max(float(t), 0.0) * 1e6, 6),
+                    "args": {"busy_percent": round(float(v) * 100, 2)},
+                }
+            )
     return events
 
 
-def write_chrome_trace(spans: pd.DataFrame, path, max_events: int | None = 200_000,
-                       window_s: tuple[float, float] | None = None, **kwargs) -> None:
+def write_chrome_trace(
+    spans: pd.DataFrame, path, max_events: int | None = 200_000, window_s: tuple[float, float] | None = None, **kwargs
+) -> None:
     from pathlib import Path
 
     from sim.report.output import atomic_path  # lazy: sim.report.output imports this module; atomic: temp + rename
+
     with atomic_path(Path(path)) as tmp, open(tmp, "w") as f:
         json.dump(chrome_trace(spans, max_events, window_s, **kwargs), f)
 
@@ -138,15 +187,16 @@ def parse_window(text: str | None) -> tuple[float, float] | None:
         return None
     from hardware_models.units import parse_quantity
     from sim.errors import ScenarioError
+
     parts = text.split(":")
     try:
         if len(parts) != 2:
             raise ValueError("expected START:END")
-        start, end = (parse_quantity(p.strip() if any(c.isalpha() for c in p) else float(p), "seconds")
-                      for p in parts)
+        start, end = (parse_quantity(p.strip() if any(c.isalpha() for c in p) else float(p), "seconds") for p in parts)
     except ValueError as exc:
-        raise ScenarioError(f"{exc}; expected START:END in simulated time, e.g. 0:2ms", path="--trace-window",
-                            value=text) from None
+        raise ScenarioError(
+            f"{exc}; expected START:END in simulated time, e.g. 0:2ms", path="--trace-window", value=text
+        ) from None
     if not 0 <= start < end:
         raise ScenarioError("expected 0 <= START < END", path="--trace-window", value=text)
     return start, end

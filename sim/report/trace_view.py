@@ -8,6 +8,7 @@ counters of the `cluster utilisation` process, if present, are drawn as a strip 
 
     python -m sim.report.trace_view runs/x/trace.json docs/img/trace-cp-70b.png [--window 0:2ms] [--lanes 24]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,13 @@ def _lanes(events: list[dict]):
     return procs, threads, psort, tsort
 
 
-def render_trace(trace, path=None, window_us: tuple[float, float] | None = None, max_lanes: int = 24,
-                 title: str = "trace.json as Perfetto shows it"):
+def render_trace(
+    trace,
+    path=None,
+    window_us: tuple[float, float] | None = None,
+    max_lanes: int = 24,
+    title: str = "trace.json as Perfetto shows it",
+):
     """Draw `trace` (a trace dict or a path to trace.json); returns the Figure."""
     if not isinstance(trace, dict):
         trace = json.loads(Path(trace).read_text())
@@ -52,9 +58,10 @@ def render_trace(trace, path=None, window_us: tuple[float, float] | None = None,
     for e in events:
         if e.get("ph") == "C" and (window_us is None or window_us[0] <= e["ts"] <= window_us[1]):
             counters[e["name"]].append((e["ts"], next(iter(e["args"].values()))))
-    used = sorted({(e["pid"], e["tid"]) for e in slices},
-                  key=lambda k: (psort.get(k[0], k[0]), tsort.get(k, k[1])))[:max_lanes]
-    rows: list[tuple[str, object]] = []              # ("proc", name) header or ("lane", (pid, tid))
+    used = sorted({(e["pid"], e["tid"]) for e in slices}, key=lambda k: (psort.get(k[0], k[0]), tsort.get(k, k[1])))[
+        :max_lanes
+    ]
+    rows: list[tuple[str, object]] = []  # ("proc", name) header or ("lane", (pid, tid))
     for key in used:
         if ("proc", key[0]) not in rows:
             rows.append(("proc", key[0]))
@@ -63,8 +70,9 @@ def render_trace(trace, path=None, window_us: tuple[float, float] | None = None,
     t_end = max((e["ts"] + e["dur"] for e in slices), default=1.0) / 1e6
     scale, unit = time_scale(t_end)
     k = scale / 1e6
-    fig, (top, ax) = plt.subplots(2, 1, figsize=(12, 0.26 * len(rows) + 2.6), sharex=True,
-                                  height_ratios=[1, max(len(rows), 4) / 4])
+    fig, (top, ax) = plt.subplots(
+        2, 1, figsize=(12, 0.26 * len(rows) + 2.6), sharex=True, height_ratios=[1, max(len(rows), 4) / 4]
+    )
     for name, pts in sorted(counters.items()):
         pts.sort()
         ts, vs = np.array(pts).T
@@ -82,14 +90,30 @@ def render_trace(trace, path=None, window_us: tuple[float, float] | None = None,
             by_res[e["args"].get("resource", e.get("cat", ""))].append(e)
     for resource, evs in sorted(by_res.items()):
         ys = [y_of[(e["pid"], e["tid"])] for e in evs]
-        ax.barh(ys, [e["dur"] * k for e in evs], left=[e["ts"] * k for e in evs], height=0.8,
-                color=resource_color(resource), edgecolor="white", linewidth=0.3, label=label(resource))
+        ax.barh(
+            ys,
+            [e["dur"] * k for e in evs],
+            left=[e["ts"] * k for e in evs],
+            height=0.8,
+            color=resource_color(resource),
+            edgecolor="white",
+            linewidth=0.3,
+            label=label(resource),
+        )
     span = (max((e["ts"] + e["dur"] for e in slices), default=1.0) - min((e["ts"] for e in slices), default=0.0)) * k
     for e in slices:
         key = (e["pid"], e["tid"])
         if key in y_of and e["dur"] * k > span / 14:
-            ax.text((e["ts"] + e["dur"] / 2) * k, y_of[key], e["name"][:28], ha="center", va="center",
-                    fontsize=5.5, color="white", clip_on=True)
+            ax.text(
+                (e["ts"] + e["dur"] / 2) * k,
+                y_of[key],
+                e["name"][:28],
+                ha="center",
+                va="center",
+                fontsize=5.5,
+                color="white",
+                clip_on=True,
+            )
     labels = []
     for kind, val in rows:
         labels.append(procs.get(val, str(val)) if kind == "proc" else "   " + threads.get(val, str(val)))
@@ -110,6 +134,7 @@ def render_trace(trace, path=None, window_us: tuple[float, float] | None = None,
 
 def main(argv: list[str] | None = None) -> None:
     from sim.report.trace import parse_window
+
     p = argparse.ArgumentParser(prog="python -m sim.report.trace_view", description=__doc__.split("\n\n")[0])
     p.add_argument("trace")
     p.add_argument("png")

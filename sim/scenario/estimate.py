@@ -18,6 +18,7 @@ layer plan, ...); this module adds what every run has:
 one-line ScenarioError with the estimate and the kind's hint (or "a smaller cluster" when the
 topology dominates the memory).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ GIB = 2.0**30
 @dataclass(frozen=True)
 class Limits:
     """What `run` refuses up front. None disables a limit."""
+
     memory_bytes: float | None = 8 * GIB
     events: float | None = 1e9
     simulated_flows: float | None = 1e9
@@ -45,16 +47,19 @@ DEFAULT_LIMITS = Limits()
 # ---------------------------------------------------------------------------------------------
 # entry points
 
+
 def estimate(scenario) -> Estimate:
     """The cost of running `scenario` (a validated sim.scenario.model.Scenario)."""
     hw = scenario.hardware
     if scenario.workloads is not None:
         est = Estimate(path="workloads", hint="fewer or smaller jobs")
-        jobs = [_workload_estimate(job, sub_hardware(hw, len(hosts)), scenario.network_model)
-                for job, hosts in zip(scenario.workloads, place_jobs(scenario.workloads, hw.nodes))]
+        jobs = [
+            _workload_estimate(job, sub_hardware(hw, len(hosts)), scenario.network_model)
+            for job, hosts in zip(scenario.workloads, place_jobs(scenario.workloads, hw.nodes))
+        ]
         for one in jobs:
-            est.add(one, times=2)                   # together, then alone
-        for name in ("peak_flows", "listed_flows", "extra_bytes"):        # together: all at once
+            est.add(one, times=2)  # together, then alone
+        for name in ("peak_flows", "listed_flows", "extra_bytes"):  # together: all at once
             setattr(est, name, sum(getattr(one, name) for one in jobs))
         est.notes = [n for one in jobs for n in one.notes]
         pools = job_host_pools(scenario.workloads, hw)
@@ -82,21 +87,24 @@ def enforce(scenario, limits: Limits | None = DEFAULT_LIMITS) -> Estimate:
     if over:
         topology_bound = est.links * BYTES_PER_LINK > 0.5 * est.memory_bytes
         path, hint = ("hardware.nodes", "a smaller cluster") if topology_bound else (est.path, est.hint)
-        raise ScenarioError(f"refused before running: estimated {' and '.join(over)} "
-                            f"({est.peak_flows:.2g} flows at once, {est.links:.2g} links); try {hint}, "
-                            "or run anyway with `dcsim run --no-limits` (run(scenario, limits=None))", path=path)
+        raise ScenarioError(
+            f"refused before running: estimated {' and '.join(over)} "
+            f"({est.peak_flows:.2g} flows at once, {est.links:.2g} links); try {hint}, "
+            "or run anyway with `dcsim run --no-limits` (run(scenario, limits=None))",
+            path=path,
+        )
     return est
 
 
 def topology_links(hw, pools=()) -> float:
     """Directed links of the cluster's topology, from its shape (see module docstring)."""
     gpus, hosts = hw.num_gpus, hw.nodes
-    per_gpu = 6.0                                   # NVSwitch, NIC and host-link duplexes
-    switch = 0.5 * gpus + 64                        # fabric links above the NICs (measured 0.1-0.3 per GPU)
+    per_gpu = 6.0  # NVSwitch, NIC and host-link duplexes
+    switch = 0.5 * gpus + 64  # fabric links above the NICs (measured 0.1-0.3 per GPU)
     topo = hw.topology
     if topo.kind in ("fat-tree", "rail-optimized") and not topo.spines_aggregated:
         leaves = hw.gpus_per_node if topo.kind == "rail-optimized" else hosts / (topo.hosts_per_leaf or 1)
-        switch += 2.0 * leaves * (topo.spines or 16)                 # every leaf to every explicit spine
+        switch += 2.0 * leaves * (topo.spines or 16)  # every leaf to every explicit spine
     tiers = 2.0 * hosts * len(hw.memory_tiers)
     pool = sum(p.count * (2.0 + 2.0 * len(p.media)) for p in pools)
     return per_gpu * gpus + switch + tiers + pool

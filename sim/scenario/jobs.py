@@ -19,6 +19,7 @@ hosts, num_gpus, nodes(ranks), topology, network, hardware) restricted to its ho
 numbers alone or beside others. All jobs share one Simulation, one network and therefore its links.
 The runner (sim/tenancy.py) runs them together and alone to get each job's `slowdown_vs_alone`.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,6 +36,7 @@ from sim.workloads import WORKLOADS, kind_of
 
 class HostRequest(StrictModel):
     """A number of hosts, placed by the scheduler."""
+
     count: int = Field(ge=1)
     placement: Literal["packed", "spread"] = "packed"
 
@@ -76,27 +78,34 @@ def _check_hosts(cls, v):
             where = ".".join(str(p) for p in err["loc"])
             raise ValueError(f"{where}: {err['msg']} (hosts: {{count: N, placement: packed|spread}})") from None
     elif not isinstance(v, HostRequest):
-        raise ValueError("hosts must be a host set like '0-3,8', a list of host indices, or "
-                         "{count: N, placement: packed|spread}")
+        raise ValueError(
+            "hosts must be a host set like '0-3,8', a list of host indices, or {count: N, placement: packed|spread}"
+        )
     return v
 
 
 def job_class(config_class):
     """The job config of a workload kind: its config class plus `name` and `hosts`."""
     return create_model(
-        f"Job_{kind_of(config_class)}", __base__=config_class,
+        f"Job_{kind_of(config_class)}",
+        __base__=config_class,
         __validators__={"_hosts": field_validator("hosts", mode="before")(_check_hosts)},
         name=(str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="job name (metrics.jobs.NAME)")),
-        hosts=(HostSpec, Field(description="hosts it occupies: '0-511', [0, 1], or {count, placement}")))
+        hosts=(HostSpec, Field(description="hosts it occupies: '0-511', [0, 1], or {count, placement}")),
+    )
 
 
 _JOB_CLASSES = tuple(job_class(w.config_class) for w in WORKLOADS)
-JobConfig = (Annotated[Union[_JOB_CLASSES], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
-             if len(_JOB_CLASSES) > 1 else _JOB_CLASSES[0])
+JobConfig = (
+    Annotated[Union[_JOB_CLASSES], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
+    if len(_JOB_CLASSES) > 1
+    else _JOB_CLASSES[0]
+)
 
 
 # ---------------------------------------------------------------------------------------------
 # placement and per-job checks
+
 
 def _spread(free: list[int], count: int) -> list[int]:
     step = len(free) / count
@@ -125,12 +134,18 @@ def place_jobs(jobs, num_hosts: int) -> list[list[int]]:
         hosts = parse_host_set(job.hosts) if isinstance(job.hosts, str) else list(job.hosts)
         bad = [h for h in hosts if h >= num_hosts]
         if bad:
-            raise ScenarioError(f"host {bad[0]} does not exist: the cluster has hosts 0..{num_hosts - 1}",
-                                path=f"workloads.{i}.hosts", value=job.hosts)
+            raise ScenarioError(
+                f"host {bad[0]} does not exist: the cluster has hosts 0..{num_hosts - 1}",
+                path=f"workloads.{i}.hosts",
+                value=job.hosts,
+            )
         clash = [h for h in hosts if h in owner]
         if clash:
-            raise ScenarioError(f"host {clash[0]} is already used by job {owner[clash[0]]!r}; jobs may not overlap",
-                                path=f"workloads.{i}.hosts", value=job.hosts)
+            raise ScenarioError(
+                f"host {clash[0]} is already used by job {owner[clash[0]]!r}; jobs may not overlap",
+                path=f"workloads.{i}.hosts",
+                value=job.hosts,
+            )
         owner.update({h: job.name for h in hosts})
         placed[i] = hosts
     for i, job in enumerate(jobs):
@@ -138,8 +153,11 @@ def place_jobs(jobs, num_hosts: int) -> list[list[int]]:
             continue
         free = [h for h in range(num_hosts) if h not in owner]
         if job.hosts.count > len(free):
-            raise ScenarioError(f"asks for {job.hosts.count} hosts but only {len(free)} of {num_hosts} are free",
-                                path=f"workloads.{i}.hosts", value=job.hosts.model_dump())
+            raise ScenarioError(
+                f"asks for {job.hosts.count} hosts but only {len(free)} of {num_hosts} are free",
+                path=f"workloads.{i}.hosts",
+                value=job.hosts.model_dump(),
+            )
         hosts = (_spread if job.hosts.placement == "spread" else _packed)(free, job.hosts.count)
         owner.update({h: job.name for h in hosts})
         placed[i] = hosts
@@ -160,24 +178,29 @@ def check_jobs(jobs, hardware) -> list[list[int]]:
         except ScenarioError as err:
             path = err.path or "workload"
             if path == "workload" or path.startswith("workload."):
-                err.path = f"workloads.{i}" + path[len("workload"):]
+                err.path = f"workloads.{i}" + path[len("workload") :]
             raise
     return placement
 
 
 def job_host_pools(jobs, hardware) -> list:
-    pools = [p for j, hosts in zip(jobs, place_jobs(jobs, hardware.nodes))
-             for p in j.host_pools(sub_hardware(hardware, len(hosts)))]
+    pools = [
+        p
+        for j, hosts in zip(jobs, place_jobs(jobs, hardware.nodes))
+        for p in j.host_pools(sub_hardware(hardware, len(hosts)))
+    ]
     names = [p.name for p in pools]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ScenarioError(f"two jobs attach a host pool named {dup[0]!r}; pools cannot be shared yet",
-                            path="workloads")
+        raise ScenarioError(
+            f"two jobs attach a host pool named {dup[0]!r}; pools cannot be shared yet", path="workloads"
+        )
     return pools
 
 
 # ---------------------------------------------------------------------------------------------
 # what a running job sees
+
 
 class TopologyView:
     """The shared topology, with `hosts` and `devices` restricted to one job."""
@@ -196,14 +219,21 @@ class ClusterView(Cluster):
     """One job's share of a Cluster: its hosts' devices, renumbered from rank 0, on the shared network.
     `hardware` is sub_hardware (nodes = this job's host count), `topology` a TopologyView; node
     names (`tier_node`, `cpu_node`) take global host indices, as in `Device.host`."""
-    host_ids: list[int] = field(default_factory=list)     # global index of each of the job's hosts
+
+    host_ids: list[int] = field(default_factory=list)  # global index of each of the job's hosts
 
     @classmethod
     def of(cls, cluster, host_ids: list[int]) -> ClusterView:
         hosts = [cluster.hosts[h] for h in host_ids]
-        return cls(cluster.sim, sub_hardware(cluster.hardware, len(host_ids)),
-                   TopologyView(cluster.topology, host_ids), cluster.network,
-                   [d for devs in hosts for d in devs], hosts, list(host_ids))
+        return cls(
+            cluster.sim,
+            sub_hardware(cluster.hardware, len(host_ids)),
+            TopologyView(cluster.topology, host_ids),
+            cluster.network,
+            [d for devs in hosts for d in devs],
+            hosts,
+            list(host_ids),
+        )
 
 
 class JobSimulation:

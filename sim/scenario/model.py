@@ -9,6 +9,7 @@ on `kind`; each registered workload kind contributes its `config_class`, see sim
 overrides (values parsed as YAML, list indices allowed), validates, runs each workload's
 cross-checks against the hardware, and turns every failure into a one-line `ScenarioError`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,7 +50,7 @@ def _resolve_paths(section: str, value: Any, info: ValidationInfo) -> Any:
         if candidate.is_file():
             value = str(candidate)
     if isinstance(value, str) and value.endswith((".yaml", ".yml")) and isinstance(info.context, dict):
-        info.context.setdefault("spec_files", {})[info.field_name] = str(Path(value).resolve())   # provenance
+        info.context.setdefault("spec_files", {})[info.field_name] = str(Path(value).resolve())  # provenance
     return catalog.raw_spec(section, value)
 
 
@@ -60,15 +61,21 @@ class HardwareConfig(StrictModel):
     nodes: int = Field(1, ge=1, le=1_000_000)
     scale_up: LinkSpec = Field(default_factory=lambda: catalog.link("nvlink4"))
     nic: LinkSpec = Field(default_factory=lambda: catalog.link("cx7-400g-rdma"))
-    host_link: LinkSpec = Field(default_factory=lambda: catalog.link("pcie5-x16"),
-                                description="link between each device and its host CPU (PCIe)")
-    host_cpu: DeviceSpec = Field(default_factory=lambda: catalog.device("xeon-8480"),
-                                 description="one host CPU socket (preprocessing on trainers, power)")
+    host_link: LinkSpec = Field(
+        default_factory=lambda: catalog.link("pcie5-x16"),
+        description="link between each device and its host CPU (PCIe)",
+    )
+    host_cpu: DeviceSpec = Field(
+        default_factory=lambda: catalog.device("xeon-8480"),
+        description="one host CPU socket (preprocessing on trainers, power)",
+    )
     host_cpus: int = Field(2, ge=1, description="CPU sockets per host")
     topology: TopologySpec = TopologySpec()
     memory_tiers: list[MemoryTierSpec] = Field(default_factory=list)
     power: SitePower = Field(default_factory=SitePower, description="site power figures (hardware_models/power.py)")
-    stragglers: list[Straggler] = Field(default_factory=list, description="slow GPUs or links (sim/cluster/stragglers.py)")
+    stragglers: list[Straggler] = Field(
+        default_factory=list, description="slow GPUs or links (sim/cluster/stragglers.py)"
+    )
 
     @field_validator("gpu", "host_cpu", mode="before")
     @classmethod
@@ -131,10 +138,13 @@ class Scenario(StrictModel):
     network_model: Literal["flow", "analytical"] = "flow"
     hardware: HardwareConfig = HardwareConfig()
     workload: WorkloadConfig | None = None
-    workloads: list[JobConfig] | None = Field(None, description="several jobs sharing the cluster, instead of "
-                                              "workload: each a workload with `name` and `hosts` (sim/scenario/jobs.py)")
+    workloads: list[JobConfig] | None = Field(
+        None,
+        description="several jobs sharing the cluster, instead of "
+        "workload: each a workload with `name` and `hosts` (sim/scenario/jobs.py)",
+    )
     trace_limit: int = Field(200_000, ge=0, description="max spans kept for traces and plots")
-    _spec_files: dict = PrivateAttr(default_factory=dict)      # provenance: hardware field -> spec file path
+    _spec_files: dict = PrivateAttr(default_factory=dict)  # provenance: hardware field -> spec file path
 
     @property
     def kind(self) -> str:
@@ -144,8 +154,10 @@ class Scenario(StrictModel):
     @model_validator(mode="after")
     def _cross_checks(self) -> Scenario:
         if (self.workload is None) == (self.workloads is None):
-            raise ScenarioError("give either workload (one job) or workloads (a list of jobs sharing the cluster)",
-                                path="workload" if self.workload is None else "workloads")
+            raise ScenarioError(
+                "give either workload (one job) or workloads (a list of jobs sharing the cluster)",
+                path="workload" if self.workload is None else "workloads",
+            )
         if self.workloads is not None:
             if not self.workloads:
                 raise ScenarioError("needs at least one job", path="workloads", value=[])
@@ -159,6 +171,7 @@ class Scenario(StrictModel):
 
 # ---------------------------------------------------------------------------------------------
 # --set overrides
+
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'workload.requests.0.prompt_tokens=4096' -> (['workload', 'requests', '0', 'prompt_tokens'], 4096)."""
@@ -202,6 +215,7 @@ def apply_override(data: dict, parts: list[str], value: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # loading
 
+
 def read_yaml(path: str | Path) -> Any:
     p = Path(path)
     if not p.is_file():
@@ -233,7 +247,7 @@ def scenario_from_dict(data: dict, base_dir: str | Path | None = None) -> Scenar
     context = {"base_dir": str(base_dir or ".")}
     try:
         scenario = Scenario.model_validate(copy.deepcopy(data), context=context)
-        scenario._spec_files = context.get("spec_files", {})      # hardware spec field -> file it came from
+        scenario._spec_files = context.get("spec_files", {})  # hardware spec field -> file it came from
         return scenario
     except ValidationError as exc:
         raise validation_error(exc, data) from None
@@ -275,9 +289,16 @@ def _drop_union_tags(loc: list[str], data: Any) -> list[str]:
 
 def _allowed_keys(loc: list[str], data: Any = None) -> list[str]:
     from sim.workloads import config_class
+
     items = data.get("workloads") if isinstance(data, dict) else None
-    if len(loc) == 2 and loc[0] == "workloads" and isinstance(items, list) and loc[1].isdigit() \
-            and int(loc[1]) < len(items) and isinstance(items[int(loc[1])], dict):     # a job (sim/scenario/jobs.py)
+    if (
+        len(loc) == 2
+        and loc[0] == "workloads"
+        and isinstance(items, list)
+        and loc[1].isdigit()
+        and int(loc[1]) < len(items)
+        and isinstance(items[int(loc[1])], dict)
+    ):  # a job (sim/scenario/jobs.py)
         job = config_class(items[int(loc[1])].get("kind"))
         return sorted([*job.model_fields, "hosts", "name"]) if job else []
     model: Any = Scenario
@@ -306,6 +327,7 @@ def _field_model(model: Any, part: str) -> Any:
 
 def _unwrap(ann: Any) -> Any:
     import typing
+
     origin = typing.get_origin(ann)
     if origin in (list, tuple):
         return _unwrap(typing.get_args(ann)[0])

@@ -7,6 +7,7 @@ one section per workload kind of the registry (sim/workloads/__init__.py) with t
 of its package docstring and the metrics it documents, and the catalog names a hardware field accepts. Types with units say which strings they
 accept (`"96 GiB"`, `"400 Gbit/s"`, `"2 us"`).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -20,9 +21,13 @@ from pydantic_core import PydanticUndefined
 
 from hardware_models import catalog, units
 
-_UNITS = {"Bytes": "bytes (`\"96 GiB\"`, number)", "BytesPerS": "bytes/s (`\"400 Gbit/s\"`, `\"2.4 TB/s\"`)",
-          "Seconds": "seconds (`\"2 us\"`, `\"1.5 ms\"`)", "FlopPerS": "FLOP/s (`\"800 TFLOP/s\"`)",
-          "Watts": "watts (`\"700 W\"`)"}
+_UNITS = {
+    "Bytes": 'bytes (`"96 GiB"`, number)',
+    "BytesPerS": 'bytes/s (`"400 Gbit/s"`, `"2.4 TB/s"`)',
+    "Seconds": 'seconds (`"2 us"`, `"1.5 ms"`)',
+    "FlopPerS": 'FLOP/s (`"800 TFLOP/s"`)',
+    "Watts": 'watts (`"700 W"`)',
+}
 _CATALOG_SECTION = {"DeviceSpec": "device", "LinkSpec": "link", "MemoryTierSpec": "tier"}
 
 
@@ -66,8 +71,7 @@ def type_name(ann: Any, metadata=(), unit_of: dict[int, str] | None = None) -> s
     if inspect.isclass(ann):
         if issubclass(ann, BaseModel):
             section = _CATALOG_SECTION.get(ann.__name__)
-            return (f"catalog name, spec file or mapping ({ann.__name__})" if section
-                    else f"mapping ({ann.__name__})")
+            return f"catalog name, spec file or mapping ({ann.__name__})" if section else f"mapping ({ann.__name__})"
         return ann.__name__
     return str(ann).replace("typing.", "")
 
@@ -137,9 +141,12 @@ def _nested_sections(found: list, unit_of: dict[int, str], documented: dict) -> 
             out += [f"### {', '.join(f'`{k}`' for k in keys)} ({sub.__name__})", ""]
             section = _CATALOG_SECTION.get(sub.__name__)
             if section:
-                out += [f"A catalog name, a path to a YAML spec, or a mapping with `base: NAME` and the fields to "
-                        f"override (`name` is then optional). Catalog names: "
-                        f"{', '.join(f'`{n}`' for n in catalog.names(section))}.", ""]
+                out += [
+                    f"A catalog name, a path to a YAML spec, or a mapping with `base: NAME` and the fields to "
+                    f"override (`name` is then optional). Catalog names: "
+                    f"{', '.join(f'`{n}`' for n in catalog.names(section))}.",
+                    "",
+                ]
             elif sub.__doc__:
                 doc = _first_paragraph(sub.__doc__)
                 if doc and not doc.startswith(("!!!", "Usage docs", "A base class")):
@@ -158,27 +165,40 @@ def scenario_reference_markdown() -> str:
     """The whole reference page."""
     from sim.scenario.model import Scenario
     from sim.workloads import WORKLOADS
+
     unit_of = _unit_validators()
     documented: dict = {}
-    out = ["# Scenario reference", "",
-           "Generated from the pydantic models by `dcsim schema --markdown > docs/scenario-reference.md`; "
-           "do not edit by hand (tests/report/test_visuals.py checks it is up to date).", "",
-           "Quantities accept units (`\"400 Gbit/s\"`, `\"96 GiB\"`, `\"2 us\"`, `\"800 TFLOP/s\"`). Unknown "
-           "keys are errors. Any key can be overridden from the command line with `--set key.path=value`; "
-           "`[]` in a key path marks a list of mappings.", "",
-           "## Scenario (top level)", ""]
+    out = [
+        "# Scenario reference",
+        "",
+        "Generated from the pydantic models by `dcsim schema --markdown > docs/scenario-reference.md`; "
+        "do not edit by hand (tests/report/test_visuals.py checks it is up to date).",
+        "",
+        'Quantities accept units (`"400 Gbit/s"`, `"96 GiB"`, `"2 us"`, `"800 TFLOP/s"`). Unknown '
+        "keys are errors. Any key can be overridden from the command line with `--set key.path=value`; "
+        "`[]` in a key path marks a list of mappings.",
+        "",
+        "## Scenario (top level)",
+        "",
+    ]
     found: list = []
     out += _table(Scenario, "", unit_of, found)
     out += _nested_sections(found, unit_of, documented)
-    out += ["## Workload kinds", "",
-            "`workload.kind` selects one of the kinds below; each has its own fields and metrics.", ""]
+    out += [
+        "## Workload kinds",
+        "",
+        "`workload.kind` selects one of the kinds below; each has its own fields and metrics.",
+        "",
+    ]
     for workload in sorted(WORKLOADS, key=lambda w: w.kind):
-        package = type(workload).__module__.rsplit(".", 1)[0]          # sim/workloads/<kind>/
+        package = type(workload).__module__.rsplit(".", 1)[0]  # sim/workloads/<kind>/
         doc = _first_paragraph(sys.modules[package].__doc__)
         out += [f"### kind: `{workload.kind}`", "", f"Module `{package}`. {doc}", ""]
         found = []
         out += _table(workload.config_class, "workload", unit_of, found)
-        out += [line.replace("### ", "#### ", 1) if line.startswith("### ") else line
-                for line in _nested_sections(found, unit_of, documented)]
+        out += [
+            line.replace("### ", "#### ", 1) if line.startswith("### ") else line
+            for line in _nested_sections(found, unit_of, documented)
+        ]
         out += _metrics_table(workload.metrics)
     return "\n".join(out).rstrip() + "\n"

@@ -10,6 +10,7 @@
 
 Heavier grids belong to `dcsim sweep` (sim/studies/sweep.py: parallel, resumable); these run in process.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -21,7 +22,7 @@ from sim.scenario.model import Scenario, apply_override, scenario_from_dict
 from sim.studies.seeds import scalar_metrics
 from sim.workloads import config_class
 
-CP_INFERENCE = config_class("cp_inference")        # the study's kind, through the registry
+CP_INFERENCE = config_class("cp_inference")  # the study's kind, through the registry
 
 
 def with_overrides(scenario: Scenario, overrides: dict) -> Scenario:
@@ -31,8 +32,9 @@ def with_overrides(scenario: Scenario, overrides: dict) -> Scenario:
     return scenario_from_dict(data)
 
 
-def cp_scaling_runs(scenario: Scenario, hosts: Iterable[int] = (1, 2, 4, 8),
-                    rings: Iterable[str] = ("pass-kv", "pass-q")) -> pd.DataFrame:
+def cp_scaling_runs(
+    scenario: Scenario, hosts: Iterable[int] = (1, 2, 4, 8), rings: Iterable[str] = ("pass-kv", "pass-q")
+) -> pd.DataFrame:
     """One row per (hosts, ring): ttft_s, mfu, ring actually used, cp, tp, wall_s."""
     workload = scenario.workload
     if not isinstance(workload, CP_INFERENCE):
@@ -42,15 +44,25 @@ def cp_scaling_runs(scenario: Scenario, hosts: Iterable[int] = (1, 2, 4, 8),
     rows = []
     for h in hosts:
         cp = h * gpn // tp
-        for ring in (["none"] if cp == 1 else list(rings)):
+        for ring in ["none"] if cp == 1 else list(rings):
             over = {"hardware.nodes": int(h), "workload.parallelism.tp": tp, "workload.parallelism.cp": cp}
             if ring != "none":
                 over["workload.ring"] = ring
             result = run(with_overrides(scenario, over))
             m = result.metrics
-            for label in (list(rings) if cp == 1 else [ring]):      # cp = 1: the common baseline
-                rows.append({"hosts": int(h), "ring": label, "ring_used": m.get("ring_algorithm"), "cp": cp, "tp": tp,
-                             "ttft_s": m["ttft_s"], "mfu": m.get("mfu"), "wall_s": result.wall_s})
+            for label in list(rings) if cp == 1 else [ring]:  # cp = 1: the common baseline
+                rows.append(
+                    {
+                        "hosts": int(h),
+                        "ring": label,
+                        "ring_used": m.get("ring_algorithm"),
+                        "cp": cp,
+                        "tp": tp,
+                        "ttft_s": m["ttft_s"],
+                        "mfu": m.get("mfu"),
+                        "wall_s": result.wall_s,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -59,6 +71,13 @@ def sweep_runs(scenario: Scenario, key: str, values: Iterable, extra: dict | Non
     rows = []
     for value in values:
         result = run(with_overrides(scenario, {**(extra or {}), key: value}))
-        rows.append({key: value, "sim_time_s": result.sim_time_s, "wall_s": result.wall_s,
-                     "bottleneck": result.bottleneck["resource"], **scalar_metrics(result.metrics)})
+        rows.append(
+            {
+                key: value,
+                "sim_time_s": result.sim_time_s,
+                "wall_s": result.wall_s,
+                "bottleneck": result.bottleneck["resource"],
+                **scalar_metrics(result.metrics),
+            }
+        )
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ error in the caller).
 
 `fn` must be a module-level function (it is pickled); sim.studies.sweep.run_point is.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -34,6 +35,7 @@ PARENT_CHECK_INTERVAL_S = 1.0
 
 def exit_with_parent(parent_pid: int) -> None:
     """Pool initializer: a daemon thread that ends this worker once `parent_pid` no longer exists."""
+
     def watch() -> None:
         while True:
             time.sleep(PARENT_CHECK_INTERVAL_S)
@@ -42,7 +44,8 @@ def exit_with_parent(parent_pid: int) -> None:
             except ProcessLookupError:
                 os._exit(1)
             except PermissionError:
-                pass                                      # alive, owned by someone else: keep going
+                pass  # alive, owned by someone else: keep going
+
     threading.Thread(target=watch, daemon=True, name="dcsim-sweep-parent-watch").start()
 
 
@@ -61,16 +64,20 @@ class ProcessPool:
     def run(self, fn: Callable[[PointTask], dict], tasks: Sequence[PointTask]) -> Iterator[dict]:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["sim.studies.sweep", "sim.runner"])
-        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=context, initializer=exit_with_parent,
-                                   initargs=(os.getpid(),))
+        pool = ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=context, initializer=exit_with_parent, initargs=(os.getpid(),)
+        )
         futures = [pool.submit(fn, task) for task in tasks]
         try:
             for future in as_completed(futures):
                 try:
                     yield future.result()
                 except BrokenProcessPool:
-                    raise ScenarioError("a worker process died (out of memory or killed); finished points are "
-                                        "kept, rerun the same command to resume", path="--workers") from None
+                    raise ScenarioError(
+                        "a worker process died (out of memory or killed); finished points are "
+                        "kept, rerun the same command to resume",
+                        path="--workers",
+                    ) from None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -86,20 +93,23 @@ class Dask:
         except ImportError:
             raise ScenarioError("needs dask.distributed: pip install 'dcsim[sweep]'", path="--dask") from None
         if not isinstance(self.target, str):
-            return self.target, None                           # a Client given by the caller: not ours to close
+            return self.target, None  # a Client given by the caller: not ours to close
         if self.target == "local":
-            cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+            cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True, dashboard_address=None)
             return Client(cluster), cluster
         try:
             return Client(self.target, timeout=DASK_CONNECT_TIMEOUT_S), None
         except (OSError, TimeoutError, ValueError) as exc:
-            raise ScenarioError(f"cannot reach the dask scheduler ({type(exc).__name__}); expected tcp://HOST:PORT "
-                                f"of a running `dask scheduler`, or 'local'", path="--dask",
-                                value=self.target) from None
+            raise ScenarioError(
+                f"cannot reach the dask scheduler ({type(exc).__name__}); expected tcp://HOST:PORT "
+                f"of a running `dask scheduler`, or 'local'",
+                path="--dask",
+                value=self.target,
+            ) from None
 
     def run(self, fn: Callable[[PointTask], dict], tasks: Sequence[PointTask]) -> Iterator[dict]:
         from distributed import as_completed as dask_completed
+
         client, cluster = self._client()
         owned = cluster is not None or isinstance(self.target, str)
         futures = client.map(fn, tasks, key=[f"dcsim-point-{t.point}" for t in tasks], pure=False)

@@ -7,6 +7,7 @@ A row dominates another when it is at least as good on every objective and stric
 least one; the front is the set of rows no other row dominates. Rows with a missing objective or a
 status other than 'ok' take no part. Equal rows do not dominate each other, so both stay.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -21,8 +22,9 @@ def objective_matrix(df: pd.DataFrame, minimize: Sequence[str], maximize: Sequen
     """Objectives as columns of a float matrix, all turned into 'smaller is better'."""
     missing = [c for c in (*minimize, *maximize) if c not in df.columns]
     if missing:
-        raise ScenarioError(f"no such column; columns are {', '.join(map(str, df.columns))}", path="pareto",
-                            value=missing[0])
+        raise ScenarioError(
+            f"no such column; columns are {', '.join(map(str, df.columns))}", path="pareto", value=missing[0]
+        )
     cols = [df[c].to_numpy(dtype=float) for c in minimize] + [-df[c].to_numpy(dtype=float) for c in maximize]
     return np.column_stack(cols) if cols else np.empty((len(df), 0))
 
@@ -38,8 +40,9 @@ def dominated(objectives: np.ndarray) -> np.ndarray:
     return mask
 
 
-def pareto_front(df: pd.DataFrame, minimize: Sequence[str] = (), maximize: Sequence[str] = (),
-                 only_ok: bool = True) -> pd.DataFrame:
+def pareto_front(
+    df: pd.DataFrame, minimize: Sequence[str] = (), maximize: Sequence[str] = (), only_ok: bool = True
+) -> pd.DataFrame:
     """The non-dominated rows of `df` (original index kept), sorted by the first objective."""
     if not minimize and not maximize:
         raise ScenarioError("give at least one objective to minimize or maximize", path="pareto")

@@ -12,6 +12,7 @@ metric: n, mean, standard deviation, standard error and the two-sided Student-t 
 (`scipy.stats.t`) at `confidence`. A metric that does not vary across seeds (deterministic
 workloads) has a zero-width interval.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -52,18 +53,26 @@ def confidence_summary(table: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     return pd.DataFrame.from_dict(rows, orient="index")
 
 
-def run_seeds(scenario: Scenario, seeds: Iterable[int] = range(5), confidence: float = 0.95,
-              progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run_seeds(
+    scenario: Scenario, seeds: Iterable[int] = range(5), confidence: float = 0.95, progress: bool = False
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run `scenario` once per seed; returns (one row per seed, summary per metric)."""
     seeds = list(seeds)
     rows = []
     iterator = seeds
     if progress:
         from tqdm.auto import tqdm
+
         iterator = tqdm(seeds, desc=f"{scenario.name} seeds", unit="run")
     for seed in iterator:
         result = run(scenario.model_copy(update={"seed": int(seed)}))
-        rows.append({"seed": int(seed), "sim_time_s": result.sim_time_s, "wall_s": result.wall_s,
-                     **scalar_metrics(result.metrics)})
+        rows.append(
+            {
+                "seed": int(seed),
+                "sim_time_s": result.sim_time_s,
+                "wall_s": result.wall_s,
+                **scalar_metrics(result.metrics),
+            }
+        )
     table = pd.DataFrame(rows).set_index("seed")
     return table, confidence_summary(table.drop(columns=["wall_s"]), confidence)

@@ -27,6 +27,7 @@ Concepts
 - executors (sim/studies/executors.py): in-process, a local process pool or a dask.distributed cluster;
   which one ran a point does not change its row (except `wall_s`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -50,11 +51,12 @@ from sim.scenario.model import apply_override, parse_override, read_yaml
 
 FIXED_COLUMNS = ("point", "overrides", "status", "error", "wall_s", "sim_time_s", "events")
 TABLE_FLUSH_INTERVAL_S = 1.0
-MAX_FLATTENED_DICT_KEYS = 32        # a metric dict wider than this stays one JSON column
+MAX_FLATTENED_DICT_KEYS = 32  # a metric dict wider than this stays one JSON column
 
 
 # ---------------------------------------------------------------------------------------------
 # axes and expansion
+
 
 def parse_axis(text: str, flag: str = "--grid") -> tuple[str, list[Any]]:
     """'hardware.nodes=2,4' -> ('hardware.nodes', [2, 4]); values are a YAML flow sequence."""
@@ -66,8 +68,9 @@ def parse_axis(text: str, flag: str = "--grid") -> tuple[str, list[Any]]:
     try:
         values = yaml.safe_load(f"[{raw}]")
     except yaml.YAMLError:
-        raise ScenarioError("values must be a comma-separated YAML list, e.g. key=1,2 or key='64 MiB','1 GiB'",
-                            path=flag, value=text) from None
+        raise ScenarioError(
+            "values must be a comma-separated YAML list, e.g. key=1,2 or key='64 MiB','1 GiB'", path=flag, value=text
+        ) from None
     if not values:
         raise ScenarioError("no values given", path=flag, value=text)
     return ".".join(parts), values
@@ -83,8 +86,9 @@ def parse_axes(texts: Sequence[str], flag: str) -> dict[str, list[Any]]:
     return axes
 
 
-def expand(grid: Mapping[str, Sequence] | None = None,
-           zipped: Mapping[str, Sequence] | None = None) -> list[dict[str, Any]]:
+def expand(
+    grid: Mapping[str, Sequence] | None = None, zipped: Mapping[str, Sequence] | None = None
+) -> list[dict[str, Any]]:
     """The sweep's points in order: product of the grid axes and the zipped axes taken together."""
     grid, zipped = dict(grid or {}), dict(zipped or {})
     both = set(grid) & set(zipped)
@@ -111,6 +115,7 @@ def point_id(base: Mapping, overrides: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 # running one point (executes on workers: everything it needs travels in the task)
 
+
 @dataclass(frozen=True)
 class PointTask:
     point: str
@@ -125,30 +130,44 @@ def one_line(text: str) -> str:
 
 
 def error_record(task: PointTask, message: str, wall_s: float = 0.0) -> dict:
-    return {"point": task.point, "overrides": task.overrides, "status": "error", "error": one_line(message),
-            "wall_s": wall_s, "summary": None}
+    return {
+        "point": task.point,
+        "overrides": task.overrides,
+        "status": "error",
+        "error": one_line(message),
+        "wall_s": wall_s,
+        "summary": None,
+    }
 
 
 def run_point(task: PointTask) -> dict:
     """Apply the overrides, validate, run; never raises for a bad point (the error is recorded)."""
     from sim.runner import run
     from sim.scenario.model import scenario_from_dict
+
     start = time.perf_counter()
     try:
         data = copy.deepcopy(task.base)
-        for key, value in sorted(task.overrides.items()):   # parents ('a.b') sort before children ('a.b.c')
+        for key, value in sorted(task.overrides.items()):  # parents ('a.b') sort before children ('a.b.c')
             apply_override(data, key.split("."), value)
         summary = run(scenario_from_dict(data, base_dir=task.base_dir)).summary()
     except ScenarioError as err:
         return error_record(task, str(err.with_file(task.file) if task.file else err), time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - a bug hit by one point must not stop the sweep
         return error_record(task, f"{type(exc).__name__}: {exc}", time.perf_counter() - start)
-    return {"point": task.point, "overrides": task.overrides, "status": "ok", "error": "",
-            "wall_s": time.perf_counter() - start, "summary": summary}
+    return {
+        "point": task.point,
+        "overrides": task.overrides,
+        "status": "ok",
+        "error": "",
+        "wall_s": time.perf_counter() - start,
+        "summary": summary,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # records -> table
+
 
 def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
@@ -170,9 +189,14 @@ def table_row(record: Mapping, keys: Sequence[str]) -> dict[str, Any]:
     summary = record.get("summary") or {}
     row: dict[str, Any] = {"point": record["point"]}
     row.update({key: _cell(record["overrides"].get(key)) for key in keys})
-    row.update(overrides=json.dumps(record["overrides"], sort_keys=True), status=record["status"],
-               error=record["error"], wall_s=record["wall_s"], sim_time_s=summary.get("sim_time_s"),
-               events=summary.get("events"))
+    row.update(
+        overrides=json.dumps(record["overrides"], sort_keys=True),
+        status=record["status"],
+        error=record["error"],
+        wall_s=record["wall_s"],
+        sim_time_s=summary.get("sim_time_s"),
+        events=summary.get("events"),
+    )
     for name, value in flatten_metrics(summary.get("metrics") or {}).items():
         row[f"metrics.{name}" if name in row else name] = value
     return row
@@ -207,11 +231,18 @@ def _well_formed(record: Any, point: str) -> bool:
     if not isinstance(record, dict) or record.get("point") != point:
         return False
     status, summary = record.get("status"), record.get("summary")
-    return (status in ("ok", "error") and isinstance(record.get("overrides"), dict)
-            and isinstance(record.get("error"), str)
-            and isinstance(record.get("wall_s"), (int, float)) and not isinstance(record.get("wall_s"), bool)
-            and (summary is None if status == "error" else
-                 isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)))
+    return (
+        status in ("ok", "error")
+        and isinstance(record.get("overrides"), dict)
+        and isinstance(record.get("error"), str)
+        and isinstance(record.get("wall_s"), (int, float))
+        and not isinstance(record.get("wall_s"), bool)
+        and (
+            summary is None
+            if status == "error"
+            else isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)
+        )
+    )
 
 
 class SweepStore:
@@ -249,13 +280,14 @@ class SweepStore:
 # ---------------------------------------------------------------------------------------------
 # the sweep
 
+
 @dataclass
 class SweepResult:
     table: pd.DataFrame
-    points: int          # points in the sweep
-    ran: int             # points run by this call
-    skipped: int         # points already finished in the directory
-    failed: int          # points with status error (in the whole table)
+    points: int  # points in the sweep
+    ran: int  # points run by this call
+    skipped: int  # points already finished in the directory
+    failed: int  # points with status error (in the whole table)
     wall_s: float
     out_dir: Path
 
@@ -265,9 +297,11 @@ class SweepResult:
 
     def report(self) -> str:
         ok = int((self.table["status"] == "ok").sum()) if len(self.table) else 0
-        text = (f"{self.points} points: {ok} ok, {self.failed} failed ({self.ran} run now, {self.skipped} finished "
-                f"before) in {self.wall_s:.1f} s ({self.points_per_s:.2f} points/s); table: "
-                f"{self.out_dir / 'results.parquet'} and results.csv")
+        text = (
+            f"{self.points} points: {ok} ok, {self.failed} failed ({self.ran} run now, {self.skipped} finished "
+            f"before) in {self.wall_s:.1f} s ({self.points_per_s:.2f} points/s); table: "
+            f"{self.out_dir / 'results.parquet'} and results.csv"
+        )
         return "\n".join([text, *(f"  error: {e}" for e in self.first_errors())])
 
     def first_errors(self, n: int = 3) -> list[str]:
@@ -290,14 +324,25 @@ def plan_sweep(scenario: str | Path, grid=None, zipped=None, fixed: Sequence[str
             apply_override(base, *parse_override(text))
     except ScenarioError as err:
         raise err.with_file(str(scenario)) from None
-    return [PointTask(point=point_id(base, p), overrides=p, base=base, base_dir=str(Path(scenario).parent),
-                      file=str(scenario)) for p in expand(grid, zipped)]
+    return [
+        PointTask(
+            point=point_id(base, p), overrides=p, base=base, base_dir=str(Path(scenario).parent), file=str(scenario)
+        )
+        for p in expand(grid, zipped)
+    ]
 
 
-def run_sweep(scenario: str | Path, grid: Mapping[str, Sequence] | None = None,
-              zipped: Mapping[str, Sequence] | None = None, out_dir: str | Path = "sweep",
-              workers: int | None = None, dask: Any = None, retry_failed: bool = False,
-              progress: bool = True, fixed: Sequence[str] = ()) -> SweepResult:
+def run_sweep(
+    scenario: str | Path,
+    grid: Mapping[str, Sequence] | None = None,
+    zipped: Mapping[str, Sequence] | None = None,
+    out_dir: str | Path = "sweep",
+    workers: int | None = None,
+    dask: Any = None,
+    retry_failed: bool = False,
+    progress: bool = True,
+    fixed: Sequence[str] = (),
+) -> SweepResult:
     """Run every point not yet finished in `out_dir`; returns the table of the whole sweep.
 
     `workers`: 1 runs in this process, N>1 a local process pool (default: CPU count). `dask`: a
@@ -307,12 +352,21 @@ def run_sweep(scenario: str | Path, grid: Mapping[str, Sequence] | None = None,
     call it under `if __name__ == "__main__":`, as any multiprocessing or dask LocalCluster code.
     """
     from sim.studies.executors import make_executor
+
     start = time.perf_counter()
     tasks = plan_sweep(scenario, grid, zipped, fixed)
     keys = list(dict.fromkeys(k for t in tasks for k in t.overrides))
     store = SweepStore(out_dir)
-    write_json(store.dir / "sweep.json", {"scenario": str(scenario), "set": list(fixed), "grid": dict(grid or {}),
-                                          "zip": dict(zipped or {}), "points": len(tasks)})
+    write_json(
+        store.dir / "sweep.json",
+        {
+            "scenario": str(scenario),
+            "set": list(fixed),
+            "grid": dict(grid or {}),
+            "zip": dict(zipped or {}),
+            "points": len(tasks),
+        },
+    )
     done: dict[str, dict] = {}
     for task in tasks:
         record = store.load(task.point)
@@ -331,7 +385,7 @@ def run_sweep(scenario: str | Path, grid: Mapping[str, Sequence] | None = None,
         if pending:
             executor = make_executor(workers=workers, dask=dask, points=len(pending))
             for record in executor.run(run_point, pending):
-                record = json.loads(json.dumps(record, default=str))   # exactly what a resume reads back
+                record = json.loads(json.dumps(record, default=str))  # exactly what a resume reads back
                 store.save(record)
                 done[record["point"]] = record
                 ok, failed = ok + (record["status"] == "ok"), failed + (record["status"] != "ok")
@@ -345,17 +399,29 @@ def run_sweep(scenario: str | Path, grid: Mapping[str, Sequence] | None = None,
         if bar is not None:
             bar.close()
         table = store.write_table(finished(), keys)
-    return SweepResult(table=table, points=len(tasks), ran=ok + failed, skipped=skipped,
-                       failed=int((table["status"] == "error").sum()) if len(table) else 0,
-                       wall_s=time.perf_counter() - start, out_dir=store.dir)
+    return SweepResult(
+        table=table,
+        points=len(tasks),
+        ran=ok + failed,
+        skipped=skipped,
+        failed=int((table["status"] == "error").sum()) if len(table) else 0,
+        wall_s=time.perf_counter() - start,
+        out_dir=store.dir,
+    )
 
 
 def _progress_bar(total: int, skipped: int, enabled: bool):
     if not enabled or total == 0 or not sys.stderr.isatty():
         return None
     from tqdm import tqdm
-    return tqdm(total=total, desc=f"sweep ({skipped} done before)" if skipped else "sweep", unit="pt",
-                file=sys.stderr, dynamic_ncols=True)
+
+    return tqdm(
+        total=total,
+        desc=f"sweep ({skipped} done before)" if skipped else "sweep",
+        unit="pt",
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
 
 
 def default_workers() -> int:
@@ -364,14 +430,27 @@ def default_workers() -> int:
 
 def sweep_command(args) -> int:
     """`dcsim sweep` (see sim/cli.py for the flags)."""
-    result = run_sweep(args.scenario, grid=parse_axes(args.grid, "--grid"), zipped=parse_axes(args.zip, "--zip"),
-                       out_dir=args.out, workers=args.workers, dask=args.dask, retry_failed=args.retry_failed,
-                       progress=not args.quiet, fixed=args.set)
+    result = run_sweep(
+        args.scenario,
+        grid=parse_axes(args.grid, "--grid"),
+        zipped=parse_axes(args.zip, "--zip"),
+        out_dir=args.out,
+        workers=args.workers,
+        dask=args.dask,
+        retry_failed=args.retry_failed,
+        progress=not args.quiet,
+        fixed=args.set,
+    )
     written = []
     if args.plot:
         from sim.studies.sweep_plots import plot_sweep_metrics
-        written = plot_sweep_metrics(result.table, args.plot, keys=list(dict.fromkeys(
-            [*parse_axes(args.grid, "--grid"), *parse_axes(args.zip, "--zip")])), out_dir=result.out_dir)
+
+        written = plot_sweep_metrics(
+            result.table,
+            args.plot,
+            keys=list(dict.fromkeys([*parse_axes(args.grid, "--grid"), *parse_axes(args.zip, "--zip")])),
+            out_dir=result.out_dir,
+        )
     if not args.quiet:
         print(result.report())
         for path in written:

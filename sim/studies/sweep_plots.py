@@ -6,6 +6,7 @@ Axis labels carry units read from the column name's suffix (README.md's naming c
 numeric and labelled in the base unit; values that are neither numbers nor quantities (algorithm
 names) become categories. Other swept keys split the points into one line per combination.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,13 +68,20 @@ def numeric_axis(values: pd.Series, name: str) -> tuple[pd.Series | None, str]:
     return None, ""
 
 
-def plot_metric(df: pd.DataFrame, metric: str, key: str, by: Sequence[str] = (), title: str | None = None,
-                path: str | Path | None = None):
+def plot_metric(
+    df: pd.DataFrame,
+    metric: str,
+    key: str,
+    by: Sequence[str] = (),
+    title: str | None = None,
+    path: str | Path | None = None,
+):
     """`metric` against swept `key`, one line per combination of the `by` keys; ok rows only."""
     for col in (metric, key, *by):
         if col not in df.columns:
-            raise ScenarioError(f"no such column; columns are {', '.join(map(str, df.columns))}", path="plot",
-                                value=col)
+            raise ScenarioError(
+                f"no such column; columns are {', '.join(map(str, df.columns))}", path="plot", value=col
+            )
     rows = df[(df["status"] == "ok") if "status" in df.columns else slice(None)].dropna(subset=[metric, key])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     x_num, x_unit = numeric_axis(rows[key], key) if len(rows) else (None, "")
@@ -97,17 +105,21 @@ def plot_metric(df: pd.DataFrame, metric: str, key: str, by: Sequence[str] = (),
     return fig
 
 
-def plot_sweep_metrics(table: pd.DataFrame, metrics: Sequence[str], keys: Sequence[str],
-                       out_dir: str | Path) -> list[Path]:
+def plot_sweep_metrics(
+    table: pd.DataFrame, metrics: Sequence[str], keys: Sequence[str], out_dir: str | Path
+) -> list[Path]:
     """One PNG per metric against the first swept key (other keys as lines): `METRIC-vs-KEY.png`."""
     if not keys:
         raise ScenarioError("needs at least one --grid or --zip key", path="--plot")
     written = []
     for metric in metrics:
         if metric not in table.columns:
-            raise ScenarioError(f"no such column in the results; columns are {', '.join(map(str, table.columns))}",
-                                path="--plot", value=metric)
-        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{metric}-vs-{keys[0]}")   # keys are user text: one plain name
+            raise ScenarioError(
+                f"no such column in the results; columns are {', '.join(map(str, table.columns))}",
+                path="--plot",
+                value=metric,
+            )
+        name = re.sub(r"[^A-Za-z0-9._=-]+", "_", f"{metric}-vs-{keys[0]}")  # keys are user text: one plain name
         path = Path(out_dir) / f"{name}.png"
         plt.close(plot_metric(table, metric, keys[0], by=keys[1:], path=path))
         written.append(path)

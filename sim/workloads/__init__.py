@@ -5,6 +5,7 @@ Adding a kind = one package sim/workloads/<kind>/ and one line in WORKLOADS (no 
 Core code reaches a kind only through `workload_for(kind)`: its config class, simulate, metrics,
 estimate, plots, bottleneck part and plan.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Union
@@ -20,14 +21,16 @@ from sim.workloads.ingestion.kind import WORKLOAD as INGESTION
 from sim.workloads.tiered_memory.kind import WORKLOAD as TIERED_MEMORY
 from sim.workloads.training.kind import WORKLOAD as TRAINING
 
-WORKLOADS: tuple[Workload, ...] = (COLLECTIVE, CP_INFERENCE, INGESTION, EMBEDDING, CAMPAIGN, TRAINING,
-                                   TIERED_MEMORY)
+WORKLOADS: tuple[Workload, ...] = (COLLECTIVE, CP_INFERENCE, INGESTION, EMBEDDING, CAMPAIGN, TRAINING, TIERED_MEMORY)
 
 _BY_KIND = {w.kind: w for w in WORKLOADS}
 
 _CONFIGS = tuple(w.config_class for w in WORKLOADS)
-WorkloadConfig = (Annotated[Union[_CONFIGS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
-                  if len(_CONFIGS) > 1 else _CONFIGS[0])
+WorkloadConfig = (
+    Annotated[Union[_CONFIGS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
+    if len(_CONFIGS) > 1
+    else _CONFIGS[0]
+)
 
 
 def kinds() -> list[str]:
@@ -46,5 +49,13 @@ def config_class(kind: object) -> type[WorkloadBase] | None:
     return workload.config_class if workload else None
 
 
-__all__ = ["WORKLOADS", "Workload", "WorkloadBase", "WorkloadConfig", "config_class", "kind_of", "kinds",
-           "workload_for"]
+__all__ = [
+    "WORKLOADS",
+    "Workload",
+    "WorkloadBase",
+    "WorkloadConfig",
+    "config_class",
+    "kind_of",
+    "kinds",
+    "workload_for",
+]

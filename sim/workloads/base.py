@@ -17,6 +17,7 @@ of a `Workload` subclass, listed once in the registry (sim/workloads/__init__.py
 - `plan_report(scenario)`: its static plan as a table for `dcsim plan` (default: None, it has none).
 Core code (scenario, report, runner, studies) reaches a kind only through this interface.
 """
+
 from __future__ import annotations
 
 import typing
@@ -31,7 +32,7 @@ from sim.engine.cost import Estimate
 
 
 class WorkloadBase(StrictModel):
-    def check(self, hardware) -> None:          # noqa: D401 - hook
+    def check(self, hardware) -> None:  # noqa: D401 - hook
         """Cross-checks against the hardware; raise ScenarioError(path=..., value=...) on failure."""
 
     def host_pools(self, hardware) -> list:
@@ -42,14 +43,15 @@ class WorkloadBase(StrictModel):
 class RunView(Protocol):
     """What a workload's `plots` and `bottleneck` may read of a finished run (sim/report/result.py's
     RunResult): the scenario (its `workload` is this kind's config), metrics, spans, link table, cluster."""
+
     scenario: Any
     metrics: dict
-    spans: Any          # pandas DataFrame of recorded spans
-    links: Any          # pandas DataFrame of per-link bytes and utilisation
+    spans: Any  # pandas DataFrame of recorded spans
+    links: Any  # pandas DataFrame of per-link bytes and utilisation
     cluster: Any
 
 
-Plot = tuple[str, Callable[..., Any]]       # (file stem, draw function taking `path=` and plot keywords)
+Plot = tuple[str, Callable[..., Any]]  # (file stem, draw function taking `path=` and plot keywords)
 
 
 def kind_of(config_class: type[BaseModel]) -> str:
@@ -60,6 +62,7 @@ def kind_of(config_class: type[BaseModel]) -> str:
 class Workload(ABC):
     """One workload kind (see the module docstring). Subclasses set `kind`, `config_class` and
     `metrics`, and implement `simulate` and `estimate`; `plots` and `bottleneck` default to nothing."""
+
     kind: ClassVar[str]
     config_class: ClassVar[type[WorkloadBase]]
     metrics: ClassVar[Mapping[str, str]]

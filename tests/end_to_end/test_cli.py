@@ -1,5 +1,6 @@
 """The CLI contract: `dcsim run` prints a table, `--json` exactly one object, `--out` writes files,
 and every class of bad input ends in one line on stderr with exit code 2 - never a traceback."""
+
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ def cli(*args):
     """Run the CLI in-process; returns (exit code, stdout, stderr)."""
     import contextlib
     import io
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         with pytest.raises(SystemExit) as exc:
@@ -72,16 +74,19 @@ def test_set_overrides_with_list_indices(tmp_path):
     assert json.loads(out)["metrics"]["per_size"][0]["bytes"] == 2**30
 
 
-@pytest.mark.parametrize("mutation,needle", [
-    (("hardware:", "hardwre:"), "hardwre"),                                     # unknown key
-    (("gpus_per_node: 8", "gpus_per_node: eight"), "hardware.gpus_per_node"),  # wrong type
-    (('bytes: "64 MiB"', 'bytes: "64 MiBs"'), "workload.bytes"),               # bad unit
-    (('bytes: "64 MiB"', "bytes: -5"), "workload.bytes"),                      # negative size
-    (("gpu: h100-sxm", "gpu: h999"), "hardware.gpu"),                          # unknown catalog name
-    (("algorithm: ring", "algorithm: hierarchical, group: 12"), "workload.group"),  # does not divide
-    (("kind: single-switch", "kind: fat-tree, hosts_per_leaf: 3"), "hardware.topology"),
-    (("nic: cx7-400g-rdma", "nic: {base: cx7-400g-rdma, bandwidth: fast}"), "hardware.nic.bandwidth"),
-])
+@pytest.mark.parametrize(
+    "mutation,needle",
+    [
+        (("hardware:", "hardwre:"), "hardwre"),  # unknown key
+        (("gpus_per_node: 8", "gpus_per_node: eight"), "hardware.gpus_per_node"),  # wrong type
+        (('bytes: "64 MiB"', 'bytes: "64 MiBs"'), "workload.bytes"),  # bad unit
+        (('bytes: "64 MiB"', "bytes: -5"), "workload.bytes"),  # negative size
+        (("gpu: h100-sxm", "gpu: h999"), "hardware.gpu"),  # unknown catalog name
+        (("algorithm: ring", "algorithm: hierarchical, group: 12"), "workload.group"),  # does not divide
+        (("kind: single-switch", "kind: fat-tree, hosts_per_leaf: 3"), "hardware.topology"),
+        (("nic: cx7-400g-rdma", "nic: {base: cx7-400g-rdma, bandwidth: fast}"), "hardware.nic.bandwidth"),
+    ],
+)
 def test_bad_input_gives_one_line_and_exit_2(tmp_path, mutation, needle):
     path = write(tmp_path, GOOD.replace(*mutation))
     code, out, err = cli("run", path, "--json")
@@ -92,12 +97,15 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, mutation, needle):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("run", "/nonexistent/x.yaml"), "file not found"),
-    (("run", "{ALLREDUCE}", "--set", "noequals"), "key.path=value"),
-    (("run", "{ALLREDUCE}", "--set", "workload.bytes.9=1"), "out of range"),
-    (("hw", "show", "nope"), "unknown hardware"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("run", "/nonexistent/x.yaml"), "file not found"),
+        (("run", "{ALLREDUCE}", "--set", "noequals"), "key.path=value"),
+        (("run", "{ALLREDUCE}", "--set", "workload.bytes.9=1"), "out of range"),
+        (("hw", "show", "nope"), "unknown hardware"),
+    ],
+)
 def test_bad_files_and_flags_give_one_line_and_exit_2(args, needle):
     args = [a.replace("{ALLREDUCE}", ALLREDUCE) for a in args]
     code, _, err = cli(*args)

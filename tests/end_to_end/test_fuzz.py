@@ -5,6 +5,7 @@ runs many more inputs and prints the counts). Here each entry point gets a few d
 default run (more with `-m slow`), and every crash the fuzzer found has a regression test below:
 the fix is named in its docstring.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,30 @@ from sim.runner import run
 from sim.scenario.model import load_scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST_BASES = ["allreduce-2x8-h100", "alltoall-fattree-oversub", "sweep-collectives-base", "ingest-dlrm-on-trainer",
-              "cp-405b-decode-128k"]
+FAST_BASES = [
+    "allreduce-2x8-h100",
+    "alltoall-fattree-oversub",
+    "sweep-collectives-base",
+    "ingest-dlrm-on-trainer",
+    "cp-405b-decode-128k",
+]
 ENTRIES = fuzz.entries(run_timeout_s=10.0, compare_every=12, bases=None, runnable=FAST_BASES)
-DEFAULT_EXAMPLES = {"scenario": 25, "yaml": 40, "set": 30, "cli": 60, "records": 24, "graph": 20, "trace": 15,
-                    "sweep": 8}
+DEFAULT_EXAMPLES = {
+    "scenario": 25,
+    "yaml": 40,
+    "set": 30,
+    "cli": 60,
+    "records": 24,
+    "graph": 20,
+    "trace": 15,
+    "sweep": 8,
+}
 
 
 def _settings(n: int):
-    return settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=n, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
+    )
 
 
 def _fuzz_test(name: str, n: int):
@@ -40,6 +55,7 @@ def _fuzz_test(name: str, n: int):
     def check(inp):
         outcome = entry.fn(inp)
         assert outcome.kind in ("ok", "error", "timeout"), f"{name} crashed: {outcome.detail}\ninput: {inp!r}"[:2000]
+
     return check
 
 
@@ -63,6 +79,7 @@ def test_outcomes_are_classified():
 
 # ---- regressions: crashes the fuzzer found, each fixed where the input is read -------------------
 
+
 def one_line_error(fn, *args, match: str = "") -> str:
     with pytest.raises(ScenarioError) as info:
         fn(*args)
@@ -72,8 +89,11 @@ def one_line_error(fn, *args, match: str = "") -> str:
 
 
 def tiny(tmp_path: Path, **hardware) -> dict:
-    return {"name": "t", "hardware": {"gpus_per_node": 1, "nodes": 2, **hardware},
-            "workload": {"kind": "collective", "op": "all_reduce", "bytes": "1 MiB"}}
+    return {
+        "name": "t",
+        "hardware": {"gpus_per_node": 1, "nodes": 2, **hardware},
+        "workload": {"kind": "collective", "op": "all_reduce", "bytes": "1 MiB"},
+    }
 
 
 def test_spec_file_with_invalid_yaml(tmp_path):
@@ -84,11 +104,17 @@ def test_spec_file_with_invalid_yaml(tmp_path):
     one_line_error(load_scenario, tmp_path / "s.yaml", match="gpu.yaml' is not valid YAML at line 2")
 
 
-@pytest.mark.parametrize("text, match", [
-    ("<graphml><graph><edge source='a'", "not a readable GraphML file"),               # XML ParseError
-    ("<?xml version='1.0'?><graphml xmlns='http://graphml.graphdrawing.org/xmlns'><graph edgedefault='undirected'>"
-     "<node id='h0'/><node id='h1'/></graph></graphml>", "has no edges"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("<graphml><graph><edge source='a'", "not a readable GraphML file"),  # XML ParseError
+        (
+            "<?xml version='1.0'?><graphml xmlns='http://graphml.graphdrawing.org/xmlns'><graph edgedefault='undirected'>"
+            "<node id='h0'/><node id='h1'/></graph></graphml>",
+            "has no edges",
+        ),
+    ],
+)
 def test_graphml_files(tmp_path, text, match):
     """hardware_models/topology.py `_graph_file`: XML parse errors and edge-less graphs crashed the
     build (ParseError; ZeroDivisionError placing pool hosts); now ValueErrors -> one-line errors."""
@@ -97,12 +123,15 @@ def test_graphml_files(tmp_path, text, match):
     one_line_error(run, sc, match=match)
 
 
-@pytest.mark.parametrize("edges, match", [
-    ("h0 s0 100Gbit/s\nh1 s1 100Gbit/s\n", "is not connected"),         # two islands: NetworkXNoPath at run time
-    ("h0 s0 -5\nh1 s0 100Gbit/s\n", "bandwidth > 0"),
-    ("h0 s0 fast\nh1 s0 1e9\n", "edge h0-s0: 'fast' is not a valid bytes per s"),
-    ("h0 h0 1e9\nh1 s0 1e9\nh0 s0 1e9\n", "two distinct nodes"),
-])
+@pytest.mark.parametrize(
+    "edges, match",
+    [
+        ("h0 s0 100Gbit/s\nh1 s1 100Gbit/s\n", "is not connected"),  # two islands: NetworkXNoPath at run time
+        ("h0 s0 -5\nh1 s0 100Gbit/s\n", "bandwidth > 0"),
+        ("h0 s0 fast\nh1 s0 1e9\n", "edge h0-s0: 'fast' is not a valid bytes per s"),
+        ("h0 h0 1e9\nh1 s0 1e9\nh0 s0 1e9\n", "two distinct nodes"),
+    ],
+)
 def test_edge_list_files(tmp_path, edges, match):
     """hardware_models/topology.py `_graph_file`: disconnected fabrics crashed at the first route,
     negative bandwidths and self-loops were accepted; all are load-time one-line errors now."""
@@ -117,15 +146,23 @@ def test_valid_edge_list_still_runs(tmp_path):
     assert run(sc).metrics["time_s"] > 0
 
 
-@pytest.mark.parametrize("damaged", [
-    '"1e400"', "[1, 2]", '{"point": "x"}', "{}", '{"status": "ok"}',
-    None,   # the right point id, status ok, but no summary: what a half-written record would look like
-])
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        '"1e400"',
+        "[1, 2]",
+        '{"point": "x"}',
+        "{}",
+        '{"status": "ok"}',
+        None,  # the right point id, status ok, but no summary: what a half-written record would look like
+    ],
+)
 def test_sweep_resumes_over_damaged_point_records(tmp_path, damaged):
     """sim/studies/sweep.py `SweepStore.load`: a point file that parsed as JSON but was not a record crashed
     the resume (KeyError/TypeError, or an unwritable parquet table); damaged records now count as
     unfinished and the point runs again."""
     from sim.studies.sweep import plan_sweep, run_sweep
+
     base, grid = ROOT / "scenarios" / "sweep-collectives-base.yaml", {"workload.bytes": ["1 MiB"]}
     task = plan_sweep(base, grid)[0]
     (tmp_path / "points").mkdir()
@@ -140,6 +177,7 @@ def test_trace_page_ids_beyond_int64(tmp_path):
     """sim/memory/access.py `_integers`: 99999999999999999999 wrapped to a negative int64 page id and
     crashed np.bincount at run time; ids must be integers below 2^53 (exact in a float)."""
     from sim.memory.access import load_trace
+
     (tmp_path / "t.csv").write_text("page,count\n1,2\n99999999999999999999\n")
     one_line_error(load_trace, tmp_path / "t.csv", match="line 3: page '99999999999999999999' is not an integer >= 0")
 
@@ -150,8 +188,9 @@ def test_a_huge_cluster_is_rejected_cheaply_at_load():
     sim/scenario/model.py caps nodes (10^6) and gpus_per_node (4096) so load-time checks stay cheap:
     nothing per node is allocated (the time it takes is measured by benchmarks/cheap_checks.py)."""
     import tracemalloc
+
     base = ROOT / "scenarios" / "train-llama3-405b-16k-gpus-seq128k-cp16.yaml"
-    load_scenario(base)                                   # catalog and caches loaded before measuring
+    load_scenario(base)  # catalog and caches loaded before measuring
     tracemalloc.start()
     try:
         one_line_error(load_scenario, base, ["hardware.nodes=999998"], match="must equal the cluster's")
@@ -162,11 +201,14 @@ def test_a_huge_cluster_is_rejected_cheaply_at_load():
     assert peak_bytes < 20e6
 
 
-@pytest.mark.parametrize("key, value, match", [
-    ("dtype", "recshard", "records.0.params.dtype: 'recshard': Input should be 'fp32'"),
-    ("m", -3, "records.0.params.m: -3: Input should be greater than 0"),
-    ("m", None, "records.0.params.m: 'gemm/fp32/64x64x64': required key is missing"),
-])
+@pytest.mark.parametrize(
+    "key, value, match",
+    [
+        ("dtype", "recshard", "records.0.params.dtype: 'recshard': Input should be 'fp32'"),
+        ("m", -3, "records.0.params.m: -3: Input should be greater than 0"),
+        ("m", None, "records.0.params.m: 'gemm/fp32/64x64x64': required key is missing"),
+    ],
+)
 def test_record_params_are_validated_where_records_are_read(tmp_path, key, value, match):
     """validation/records.py `parse_records`: a record's params were free-form, so a bad dtype or a
     missing size crashed calibration or prediction (KeyError in gpu.py) inside `dcsim validate
@@ -179,6 +221,7 @@ def test_record_params_are_validated_where_records_are_read(tmp_path, key, value
         params[key] = value
     (tmp_path / "r.json").write_text(json.dumps(data))
     from validation.records import load_records
+
     one_line_error(load_records, tmp_path / "r.json", match=match)
 
 
@@ -186,6 +229,7 @@ def test_nominal_figures_from_another_machine_are_checked(tmp_path):
     """validation/harness.py `_nominal_for`: records' meta.nominal (from the machine that measured
     them) without a peak for a dtype the records ran crashed the fit (ValueError/KeyError)."""
     from validation.harness import validate
+
     data = json.loads((ROOT / "validation/records/intel-xeon-processor-1t-full.json").read_text())
     data["records"] = data["records"][:8]
     data["records"][1]["params"]["dtype"] = "fp8"

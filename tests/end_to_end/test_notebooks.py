@@ -1,6 +1,7 @@
 """Every notebook in notebooks/ runs top to bottom (nbclient, a fresh python3 kernel, cwd =
 notebooks/) without errors and shows at least one figure, and the committed notebooks are exactly
 what notebooks/build.py generates (so they are reviewed as Python, not JSON)."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-SLOW = {"ingestion_sizing.ipynb"}     # 15-40 s on a busy 2-core machine: nine ingestion runs
+SLOW = {"ingestion_sizing.ipynb"}  # 15-40 s on a busy 2-core machine: nine ingestion runs
 
 
 def _measured_records() -> bool:
@@ -29,6 +30,7 @@ def _params():
 @pytest.mark.parametrize("path", _params())
 def test_notebook_runs_top_to_bottom(path):
     from nbclient import NotebookClient
+
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
@@ -38,6 +40,7 @@ def test_notebook_runs_top_to_bottom(path):
 
 def test_notebooks_are_generated_by_build_py(tmp_path):
     import importlib.util
+
     spec = importlib.util.spec_from_file_location("build_notebooks", NOTEBOOKS / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
@@ -46,6 +49,7 @@ def test_notebooks_are_generated_by_build_py(tmp_path):
     for p in generated:
         fresh = json.loads(p.read_text())
         committed = json.loads((NOTEBOOKS / p.name).read_text())
-        assert [c["source"] for c in committed["cells"]] == [c["source"] for c in fresh["cells"]], \
+        assert [c["source"] for c in committed["cells"]] == [c["source"] for c in fresh["cells"]], (
             f"{p.name} differs from notebooks/build.py: run python notebooks/build.py"
+        )
         assert all(not c.get("outputs") for c in committed["cells"]), f"{p.name}: commit notebooks without outputs"

@@ -16,6 +16,7 @@
 The default run keeps `max_examples` small (about a minute in all); `pytest -m slow` runs the long
 fuzz versions of the same properties.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,14 +33,19 @@ from tests.conftest import make_cluster
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # whole simulations: few examples and no shrinking (each example is a run; a failure prints its inputs)
-RUNS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                phases=[Phase.explicit, Phase.reuse, Phase.generate])
+RUNS = settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
 SLOW = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TOL = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------
 # max-min fairness of one rate allocation
+
 
 @st.composite
 def flow_sets(draw, weighted: bool = False):
@@ -87,7 +93,9 @@ def check_no_gain_without_a_poorer_flow_losing(matrix, capacity: np.ndarray, rat
         cost[i] = -1.0
         res = linprog(cost, A_ub=a, b_ub=capacity, bounds=list(zip(lower, [None] * len(finite))), method="highs")
         assert res.status == 0
-        assert -res.fun <= r[i] * (1 + 1e-6) + 1e-9, f"flow {i} could gain {-res.fun - r[i]:.3g} without a poorer flow losing"
+        assert -res.fun <= r[i] * (1 + 1e-6) + 1e-9, (
+            f"flow {i} could gain {-res.fun - r[i]:.3g} without a poorer flow losing"
+        )
 
 
 @FAST
@@ -128,13 +136,15 @@ def test_max_min_fuzz_long(case):
 # ---------------------------------------------------------------------------------------------
 # flow-network runs
 
-TOPOLOGIES = st.sampled_from([
-    ({"kind": "single-switch"}, 1),
-    ({"kind": "single-switch"}, 2),
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 2, "aggregate_spines": False}, 1),
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3}, 2),
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "ecmp": "hash"}, 1),
-])
+TOPOLOGIES = st.sampled_from(
+    [
+        ({"kind": "single-switch"}, 1),
+        ({"kind": "single-switch"}, 2),
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 2, "aggregate_spines": False}, 1),
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3}, 2),
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "ecmp": "hash"}, 1),
+    ]
+)
 
 
 @st.composite
@@ -142,8 +152,13 @@ def network_runs(draw):
     topology, gpus_per_node = draw(TOPOLOGIES)
     nodes = draw(st.sampled_from([2, 4, 6]) if topology["kind"] == "fat-tree" else st.integers(2, 6))
     n = nodes * gpus_per_node
-    flows = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(1e3, 5e8),
-                                    st.floats(0, 2e-3)), min_size=1, max_size=16))
+    flows = draw(
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(1e3, 5e8), st.floats(0, 2e-3)),
+            min_size=1,
+            max_size=16,
+        )
+    )
     return topology, gpus_per_node, nodes, flows
 
 
@@ -155,11 +170,12 @@ def run_flows(topology, gpus_per_node, nodes, flows, replay=True, collective_op=
     overloads = []
     recompute = net._recompute
 
-    def checked_recompute():            # capacity at every rate change, not just on average
+    def checked_recompute():  # capacity at every rate change, not just on average
         recompute()
         if net._matrix is not None:
             load = net._matrix @ net._rate
             overloads.append(float(np.max(load / net._capacity)))
+
     net._recompute = checked_recompute
     sim, finish = cluster.sim, [None] * len(flows)
 
@@ -167,11 +183,12 @@ def run_flows(topology, gpus_per_node, nodes, flows, replay=True, collective_op=
         yield sim.timeout(at)
         yield net.transfer(cluster.devices[s].node, cluster.devices[d].node, b)
         finish[i] = sim.now
+
     for i, (s, d, b, at) in enumerate(flows):
         sim.process(one(i, s, d, b, at))
     if collective_op is not None:
         proc, _ = collective(net, collective_op, cluster.nodes(range(cluster.num_gpus)), 64e6, "ring")
-        proc.callbacks.append(lambda _e: finish.append(sim.now))      # the collective's end, last
+        proc.callbacks.append(lambda _e: finish.append(sim.now))  # the collective's end, last
     sim.env.run()
     assert max(overloads, default=0.0) <= 1 + 1e-9, "a link was over capacity"
     return cluster, finish
@@ -206,8 +223,9 @@ def test_flow_network_conserves_bytes_and_respects_capacity(case):
     assert (busy <= cluster.sim.now * (1 + 1e-12)).all()
     for (s, d, b, at), t in zip(flows, finish):
         paths = topo.routes(cluster.devices[s].node, cluster.devices[d].node)
-        fastest = min(topo.path_latency_s(p) + b / len(paths) / topo.capacity[list(p)].min() if p else 0.0
-                      for p in paths)
+        fastest = min(
+            topo.path_latency_s(p) + b / len(paths) / topo.capacity[list(p)].min() if p else 0.0 for p in paths
+        )
         assert t - at >= fastest * (1 - 1e-9), "no flow beats its own path's latency + bytes / bottleneck"
 
 
@@ -231,7 +249,7 @@ def test_a_transfer_starting_during_a_replayed_step():
     """Found by test_step_replay_changes_nothing: the recorded trajectory took flows that arrived at
     a breakpoint but were admitted just after its snapshot for finished ones, so a transfer starting
     during the replay ended the step early and lost its bytes (fixed in sim/network/replay.py)."""
-    flows = [(0, 0, 1000.0, 8.788336057847339e-4)]       # a local copy while the 2nd ring step replays
+    flows = [(0, 0, 1000.0, 8.788336057847339e-4)]  # a local copy while the 2nd ring step replays
     plain, t_plain = run_flows({"kind": "single-switch"}, 1, 2, flows, replay=False, collective_op="all_reduce")
     fast, t_fast = run_flows({"kind": "single-switch"}, 1, 2, flows, replay=True, collective_op="all_reduce")
     assert fast.network.replayed_steps == 1
@@ -248,7 +266,7 @@ def test_flow_network_fuzz_long(case, op):
         topology = {k: v for k, v in topology.items() if k != "ecmp"}
     plain, t_plain = run_flows(topology, gpn, nodes, flows, replay=False, collective_op=op)
     fast, t_fast = run_flows(topology, gpn, nodes, flows, replay=True, collective_op=op)
-    if topology.get("ecmp") != "hash":                   # hash draws paths from the rng: same order, same draws
+    if topology.get("ecmp") != "hash":  # hash draws paths from the rng: same order, same draws
         assert t_fast == pytest.approx(t_plain, rel=1e-9)
         assert fast.network.link_bytes == pytest.approx(plain.network.link_bytes, rel=1e-6, abs=1.0)
 
@@ -256,14 +274,14 @@ def test_flow_network_fuzz_long(case, op):
 # ---------------------------------------------------------------------------------------------
 # collectives: closed forms over random sizes and group shapes
 
-WIRE_BYTES = {            # bytes all ranks put on the wire, n ranks, nccl-tests size S
+WIRE_BYTES = {  # bytes all ranks put on the wire, n ranks, nccl-tests size S
     "all_reduce": lambda n, s: 2 * (n - 1) * s,
     "all_gather": lambda n, s: (n - 1) * s,
     "reduce_scatter": lambda n, s: (n - 1) * s,
     "all_to_all": lambda n, s: (n - 1) * s,
     "send_recv": lambda n, s: n * s,
 }
-CLOSED_FORM = {           # time on one switch, one GPU per host: NIC bandwidth B, per-hop latency a
+CLOSED_FORM = {  # time on one switch, one GPU per host: NIC bandwidth B, per-hop latency a
     ("all_reduce", "ring"): lambda n, s, b, a: 2 * (n - 1) * (s / n / b + a),
     ("all_gather", "ring"): lambda n, s, b, a: (n - 1) * (s / n / b + a),
     ("reduce_scatter", "ring"): lambda n, s, b, a: (n - 1) * (s / n / b + a),
@@ -275,8 +293,12 @@ CLOSED_FORM = {           # time on one switch, one GPU per host: NIC bandwidth 
 
 
 @RUNS
-@given(st.sampled_from(sorted(CLOSED_FORM)), st.integers(2, 9), st.floats(1e4, 2e9),
-       st.sampled_from(["flow", "analytical"]))
+@given(
+    st.sampled_from(sorted(CLOSED_FORM)),
+    st.integers(2, 9),
+    st.floats(1e4, 2e9),
+    st.sampled_from(["flow", "analytical"]),
+)
 def test_collective_closed_forms_on_one_switch(op_algo, n, size, model):
     op, algo = op_algo
     cluster = make_cluster(model, nodes=n)
@@ -286,7 +308,7 @@ def test_collective_closed_forms_on_one_switch(op_algo, n, size, model):
     proc, used = collective(net, op, cluster.nodes(range(n)), size, algo)
     cluster.sim.env.run(until=proc)
     assert used == algo
-    form = CLOSED_FORM[op_algo]          # both backends: a step's flows share the sender's NIC
+    form = CLOSED_FORM[op_algo]  # both backends: a step's flows share the sender's NIC
     assert cluster.sim.now == pytest.approx(form(n, size, b, a), rel=1e-6)
     assert net.bytes_delivered == pytest.approx(WIRE_BYTES[op](n, size), rel=1e-9)
 
@@ -312,6 +334,7 @@ def test_hierarchical_all_reduce_closed_form(nodes, gpus_per_node, size):
 # ---------------------------------------------------------------------------------------------
 # workloads: invariants on small random configs
 
+
 def check_run_invariants(result) -> None:
     """What every run must satisfy: spans inside [0, end], no link over capacity on average (flow
     backend; the analytical one ignores contention by design), no more bytes delivered than sent."""
@@ -319,25 +342,44 @@ def check_run_invariants(result) -> None:
     assert (spans["end_s"] >= spans["start_s"] - 1e-12).all(), "a span ends before it starts"
     assert (spans["start_s"] >= 0).all() and (spans["end_s"] <= result.sim_time_s * (1 + 1e-9) + 1e-12).all()
     links = result.links
-    if result.sim_time_s > 0 and result.scenario.network_model == "flow":    # analytical: no contention
+    if result.sim_time_s > 0 and result.scenario.network_model == "flow":  # analytical: no contention
         assert (links["utilisation"] <= 1 + 1e-6).all(), "a link carried more than capacity x time"
     net = result.cluster.network
     assert net.bytes_delivered <= net.bytes_sent * (1 + 1e-9) + 1.0
 
 
 def hardware(nodes: int, gpus_per_node: int, **extra) -> dict:
-    return {"gpu": "h100-sxm", "gpus_per_node": gpus_per_node, "nodes": nodes, "scale_up": "nvlink4",
-            "nic": "cx7-400g-rdma", "topology": {"kind": "single-switch"}, **extra}
+    return {
+        "gpu": "h100-sxm",
+        "gpus_per_node": gpus_per_node,
+        "nodes": nodes,
+        "scale_up": "nvlink4",
+        "nic": "cx7-400g-rdma",
+        "topology": {"kind": "single-switch"},
+        **extra,
+    }
 
 
 @RUNS
-@given(st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]), st.integers(2, 4),
-       st.integers(1, 4), st.lists(st.floats(1e4, 1e9), min_size=2, max_size=4, unique=True),
-       st.sampled_from(["flow", "analytical"]))
+@given(
+    st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]),
+    st.integers(2, 4),
+    st.integers(1, 4),
+    st.lists(st.floats(1e4, 1e9), min_size=2, max_size=4, unique=True),
+    st.sampled_from(["flow", "analytical"]),
+)
 def test_collective_workload_time_grows_with_bytes(op, nodes, gpn, sizes, model):
     algo = "direct" if op == "all_to_all" else "ring"
-    result = run(scenario_from_dict({"name": "p", "network_model": model, "hardware": hardware(nodes, gpn),
-                                     "workload": {"kind": "collective", "op": op, "bytes": sizes, "algorithm": algo}}))
+    result = run(
+        scenario_from_dict(
+            {
+                "name": "p",
+                "network_model": model,
+                "hardware": hardware(nodes, gpn),
+                "workload": {"kind": "collective", "op": op, "bytes": sizes, "algorithm": algo},
+            }
+        )
+    )
     check_run_invariants(result)
     rows = sorted(result.metrics["per_size"], key=lambda r: r["bytes"])
     times = [r["time_s"] for r in rows]
@@ -351,16 +393,32 @@ TINY_MODEL = {"name": "tiny", "layers": 2, "hidden": 512, "ffn": 1024, "heads": 
 
 
 @RUNS
-@given(st.sampled_from([(2, 2, 2), (4, 1, 4), (2, 2, 4), (1, 2, 1)]), st.integers(64, 4096),
-       st.sampled_from(["pass-kv", "pass-q"]), st.integers(0, 2), st.integers(0, 2048))
+@given(
+    st.sampled_from([(2, 2, 2), (4, 1, 4), (2, 2, 4), (1, 2, 1)]),
+    st.integers(64, 4096),
+    st.sampled_from(["pass-kv", "pass-q"]),
+    st.integers(0, 2),
+    st.integers(0, 2048),
+)
 def test_cp_inference_invariants(shape, prompt, ring, decode, cached):
     nodes, gpn, cp = shape
     tp = nodes * gpn // cp
-    reqs = [{"prompt_tokens": prompt, "cached_tokens": cached, "decode_tokens": decode},
-            {"prompt_tokens": 2 * prompt, "cached_tokens": cached, "decode_tokens": decode}]
-    data = {"name": "p", "hardware": hardware(nodes, gpn),
-            "workload": {"kind": "cp_inference", "model": TINY_MODEL, "dtype": "bf16", "ring": ring,
-                         "parallelism": {"tp": tp, "cp": cp}, "requests": reqs}}
+    reqs = [
+        {"prompt_tokens": prompt, "cached_tokens": cached, "decode_tokens": decode},
+        {"prompt_tokens": 2 * prompt, "cached_tokens": cached, "decode_tokens": decode},
+    ]
+    data = {
+        "name": "p",
+        "hardware": hardware(nodes, gpn),
+        "workload": {
+            "kind": "cp_inference",
+            "model": TINY_MODEL,
+            "dtype": "bf16",
+            "ring": ring,
+            "parallelism": {"tp": tp, "cp": cp},
+            "requests": reqs,
+        },
+    }
     result = run(scenario_from_dict(data))
     check_run_invariants(result)
     m = result.metrics
@@ -378,17 +436,35 @@ SMALL_TABLE = {"name": "t", "rows": 2000, "dim": 16, "pooling": 3, "zipf_alpha":
 
 
 @RUNS
-@given(st.integers(1, 2), st.sampled_from([1, 2]), st.integers(8, 256), st.integers(1, 3),
-       st.sampled_from(["size_greedy", "recshard"]), st.floats(1.0, 3.0))
+@given(
+    st.integers(1, 2),
+    st.sampled_from([1, 2]),
+    st.integers(8, 256),
+    st.integers(1, 3),
+    st.sampled_from(["size_greedy", "recshard"]),
+    st.floats(1.0, 3.0),
+)
 def test_embedding_training_invariants(nodes, gpn, batch, tables, planner, dedup):
-    data = {"name": "p", "seed": 1,
-            "hardware": hardware(nodes, gpn, gpu="a100-sxm-80gb", scale_up="nvlink3",
-                                 memory_tiers=[{"base": "ddr5-host", "name": "ddr5-host"}]),
-            "workload": {"kind": "embedding_training", "batch_size_per_gpu": batch,
-                         "tables": [{**SMALL_TABLE, "name": f"t{i}", "rows": 2000 * (i + 1)} for i in range(tables)],
-                         "dense": {"bottom_mlp": [13, 32, 16], "top_mlp": [32, 1], "interaction": "dcn",
-                                   "interaction_rank": 8},
-                         "sharding": {"planner": planner}, "dedup": dedup, "iterations": 2}}
+    data = {
+        "name": "p",
+        "seed": 1,
+        "hardware": hardware(
+            nodes,
+            gpn,
+            gpu="a100-sxm-80gb",
+            scale_up="nvlink3",
+            memory_tiers=[{"base": "ddr5-host", "name": "ddr5-host"}],
+        ),
+        "workload": {
+            "kind": "embedding_training",
+            "batch_size_per_gpu": batch,
+            "tables": [{**SMALL_TABLE, "name": f"t{i}", "rows": 2000 * (i + 1)} for i in range(tables)],
+            "dense": {"bottom_mlp": [13, 32, 16], "top_mlp": [32, 1], "interaction": "dcn", "interaction_rank": 8},
+            "sharding": {"planner": planner},
+            "dedup": dedup,
+            "iterations": 2,
+        },
+    }
     result = run(scenario_from_dict(data))
     check_run_invariants(result)
     m, w = result.metrics, nodes * gpn
@@ -399,21 +475,43 @@ def test_embedding_training_invariants(nodes, gpn, batch, tables, planner, dedup
 
 
 INGEST = {
-    "dataset": {"samples": 1_000_000, "bytes_per_sample": 1000, "columns": 10, "columns_read": 0.5,
-                "compression": 2.0, "partition_bytes": 8192 * 500},
+    "dataset": {
+        "samples": 1_000_000,
+        "bytes_per_sample": 1000,
+        "columns": 10,
+        "columns_read": 0.5,
+        "compression": 2.0,
+        "partition_bytes": 8192 * 500,
+    },
     "storage": {"nodes": 2, "media": "nvme-ssd", "replication": 2, "nic": "eth-25g-tcp"},
-    "preprocessing": {"mode": "disaggregated", "workers": 2, "worker": {"cores": 4, "memory": "16 GiB"},
-                      "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4}, "batch_samples": 1024},
+    "preprocessing": {
+        "mode": "disaggregated",
+        "workers": 2,
+        "worker": {"cores": 4, "memory": "16 GiB"},
+        "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
+        "batch_samples": 1024,
+    },
     "trainers": {"demand_samples_per_s_per_host": 20_000, "buffer_batches": 4},
 }
 
 
 @RUNS
-@given(st.sampled_from(["disaggregated", "on_trainer"]), st.integers(1, 3), st.floats(5e3, 4e4),
-       st.floats(1.0, 4.0), st.integers(0, 2**31 - 1))
+@given(
+    st.sampled_from(["disaggregated", "on_trainer"]),
+    st.integers(1, 3),
+    st.floats(5e3, 4e4),
+    st.floats(1.0, 4.0),
+    st.integers(0, 2**31 - 1),
+)
 def test_ingestion_conserves_samples(mode, workers, demand, dedup, seed):
-    wl = {"kind": "ingestion", **INGEST, "duration_s": 6, "warmup_s": 1, "dedup": dedup,
-          "trainers": {**INGEST["trainers"], "demand_samples_per_s_per_host": demand}}
+    wl = {
+        "kind": "ingestion",
+        **INGEST,
+        "duration_s": 6,
+        "warmup_s": 1,
+        "dedup": dedup,
+        "trainers": {**INGEST["trainers"], "demand_samples_per_s_per_host": demand},
+    }
     wl["preprocessing"] = {**INGEST["preprocessing"], "mode": mode}
     if mode == "on_trainer":
         wl["preprocessing"].pop("workers")
@@ -431,24 +529,39 @@ def test_ingestion_conserves_samples(mode, workers, demand, dedup, seed):
     assert 0 <= m["data_stall_fraction"] <= 1 + 1e-9
     assert all(v is None or -1e-12 <= v <= 1 + 1e-6 for v in m["utilisation"].values()), m["utilisation"]
     totals = m["totals"]
-    if mode == "disaggregated":               # on_trainer hands batches over locally: nothing is sent
+    if mode == "disaggregated":  # on_trainer hands batches over locally: nothing is sent
         assert totals["bytes_delivered"] <= totals["bytes_sent"] * (1 + 1e-9) + 1.0
 
 
 @RUNS
-@given(st.sampled_from([(2, 2, {"tp": 2, "pp": 2}), (1, 4, {"tp": 2, "pp": 2}), (2, 2, {"tp": 1, "pp": 2}),
-                        (1, 2, {"tp": 2, "pp": 1})]),
-       st.sampled_from([4, 8]), st.sampled_from(["1f1b", "interleaved_1f1b"]), st.sampled_from(["fsdp", "ddp"]),
-       st.sampled_from(["flow", "analytical"]))
+@given(
+    st.sampled_from(
+        [(2, 2, {"tp": 2, "pp": 2}), (1, 4, {"tp": 2, "pp": 2}), (2, 2, {"tp": 1, "pp": 2}), (1, 2, {"tp": 2, "pp": 1})]
+    ),
+    st.sampled_from([4, 8]),
+    st.sampled_from(["1f1b", "interleaved_1f1b"]),
+    st.sampled_from(["fsdp", "ddp"]),
+    st.sampled_from(["flow", "analytical"]),
+)
 def test_training_invariants(shape, batch, schedule, data_parallel, model):
     nodes, gpn, par = shape
-    wl = {"kind": "training", "model": {**TINY_MODEL, "layers": 4}, "parallelism": par, "sequence_length": 512,
-          "global_batch_size": batch, "micro_batch_size": 1, "schedule": schedule, "data_parallel": data_parallel,
-          "iterations": 2, **({"virtual_stages": 2} if schedule == "interleaved_1f1b" else {})}
+    wl = {
+        "kind": "training",
+        "model": {**TINY_MODEL, "layers": 4},
+        "parallelism": par,
+        "sequence_length": 512,
+        "global_batch_size": batch,
+        "micro_batch_size": 1,
+        "schedule": schedule,
+        "data_parallel": data_parallel,
+        "iterations": 2,
+        **({"virtual_stages": 2} if schedule == "interleaved_1f1b" else {}),
+    }
     if schedule == "interleaved_1f1b" and par["pp"] == 1:
         wl.update(schedule="1f1b", virtual_stages=1)
-    result = run(scenario_from_dict({"name": "p", "network_model": model, "hardware": hardware(nodes, gpn),
-                                     "workload": wl}))
+    result = run(
+        scenario_from_dict({"name": "p", "network_model": model, "hardware": hardware(nodes, gpn), "workload": wl})
+    )
     check_run_invariants(result)
     m = result.metrics
     assert m["tokens_per_s"] * m["iteration_s"] == pytest.approx(m["tokens_per_iteration"]), "tokens conserved"
@@ -458,15 +571,37 @@ def test_training_invariants(shape, batch, schedule, data_parallel, model):
 
 
 @RUNS
-@given(st.sampled_from(["static", "lru", "numa_balancing", "tpp"]), st.sampled_from(["1:4", "1:1", "2:1"]),
-       st.sampled_from(["4 MiB", "16 MiB"]), st.sampled_from([None, "5 ms"]), st.floats(0.0, 1.5))
+@given(
+    st.sampled_from(["static", "lru", "numa_balancing", "tpp"]),
+    st.sampled_from(["1:4", "1:1", "2:1"]),
+    st.sampled_from(["4 MiB", "16 MiB"]),
+    st.sampled_from([None, "5 ms"]),
+    st.floats(0.0, 1.5),
+)
 def test_tiered_memory_invariants(policy, ratio, footprint, phase_s, alpha):
-    data = {"name": "p", "hardware": {"gpus_per_node": 1, "nodes": 1, "memory_tiers": [
-        {"base": "ddr5-host", "name": "ddr5-host"}, {"base": "cxl-expander", "name": "cxl-expander"}]},
-        "workload": {"kind": "tiered_memory", "policy": policy, "fast_tier": "ddr5-host", "slow_tier": "cxl-expander",
-                     "ratio": ratio, "footprint": footprint, "duration_s": "20 ms", "epoch_accesses": 100_000,
-                     **({"duration_s": "0.5 ms", "epoch_accesses": 200} if policy == "lru" else {}),   # lru: epoch <= fast pages
-                     "access": {"zipf_alpha": alpha, **({"phase_s": phase_s} if phase_s else {})}}}
+    data = {
+        "name": "p",
+        "hardware": {
+            "gpus_per_node": 1,
+            "nodes": 1,
+            "memory_tiers": [
+                {"base": "ddr5-host", "name": "ddr5-host"},
+                {"base": "cxl-expander", "name": "cxl-expander"},
+            ],
+        },
+        "workload": {
+            "kind": "tiered_memory",
+            "policy": policy,
+            "fast_tier": "ddr5-host",
+            "slow_tier": "cxl-expander",
+            "ratio": ratio,
+            "footprint": footprint,
+            "duration_s": "20 ms",
+            "epoch_accesses": 100_000,
+            **({"duration_s": "0.5 ms", "epoch_accesses": 200} if policy == "lru" else {}),  # lru: epoch <= fast pages
+            "access": {"zipf_alpha": alpha, **({"phase_s": phase_s} if phase_s else {})},
+        },
+    }
     result = run(scenario_from_dict(data))
     check_run_invariants(result)
     m = result.metrics
@@ -481,14 +616,29 @@ def test_tiered_memory_invariants(policy, ratio, footprint, phase_s, alpha):
 
 
 @RUNS
-@given(st.floats(1.0, 30.0), st.sampled_from(["1 day", "5 day"]), st.integers(1, 4),
-       st.sampled_from([60.0, 600.0, "young-daly"]), st.floats(1.0, 200.0))
+@given(
+    st.floats(1.0, 30.0),
+    st.sampled_from(["1 day", "5 day"]),
+    st.integers(1, 4),
+    st.sampled_from([60.0, 600.0, "young-daly"]),
+    st.floats(1.0, 200.0),
+)
 def test_training_campaign_invariants(iteration_s, horizon, replicas, interval, count):
-    data = {"name": "p", "network_model": "analytical", "hardware": hardware(4, 8),
-            "workload": {"kind": "training_campaign", "iteration_s": iteration_s, "horizon": horizon,
-                         "replicas": replicas, "checkpoint": {"interval": interval, "bytes": "100 GB"},
-                         "storage": {"bandwidth": "100 GB/s"}, "restart": {"detection": "5 min", "restart": "10 min"},
-                         "faults": [{"cause": "gpu", "count": count, "period": "30 day"}]}}
+    data = {
+        "name": "p",
+        "network_model": "analytical",
+        "hardware": hardware(4, 8),
+        "workload": {
+            "kind": "training_campaign",
+            "iteration_s": iteration_s,
+            "horizon": horizon,
+            "replicas": replicas,
+            "checkpoint": {"interval": interval, "bytes": "100 GB"},
+            "storage": {"bandwidth": "100 GB/s"},
+            "restart": {"detection": "5 min", "restart": "10 min"},
+            "faults": [{"cause": "gpu", "count": count, "period": "30 day"}],
+        },
+    }
     result = run(scenario_from_dict(data))
     m = result.metrics
     for value in m["effective_training_time_fraction_per_replica"]:
@@ -502,10 +652,20 @@ def test_training_campaign_invariants(iteration_s, horizon, replicas, interval, 
 @given(st.sampled_from(["packed", "spread"]), st.floats(1e6, 1e9), st.sampled_from(["all_reduce", "all_to_all"]))
 def test_jobs_sharing_a_cluster(placement, size, op):
     algo = "direct" if op == "all_to_all" else "ring"
-    job = {"kind": "collective", "op": op, "algorithm": algo, "bytes": size, "hosts": {"count": 2, "placement": placement}}
-    data = {"name": "p", "hardware": hardware(4, 2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 1,
-                                                               "oversubscription": 2}),
-            "workloads": [{**job, "name": "a"}, {**job, "name": "b"}]}
+    job = {
+        "kind": "collective",
+        "op": op,
+        "algorithm": algo,
+        "bytes": size,
+        "hosts": {"count": 2, "placement": placement},
+    }
+    data = {
+        "name": "p",
+        "hardware": hardware(
+            4, 2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 1, "oversubscription": 2}
+        ),
+        "workloads": [{**job, "name": "a"}, {**job, "name": "b"}],
+    }
     result = run(scenario_from_dict(data))
     check_run_invariants(result)
     jobs = result.metrics["jobs"]
@@ -530,12 +690,14 @@ def test_event_count_is_the_number_of_events_processed(delays, stop_at):
         nonlocal steps
         steps += 1
         step()
+
     sim.env.step = counted_step
 
     def proc():
         for d in delays:
             yield sim.timeout(d)
-            sim.timeout(d / 2)                               # events nobody waits for count too
+            sim.timeout(d / 2)  # events nobody waits for count too
+
     p = sim.process(proc())
     sim.env.run(until=stop_at)
     assert sim.env.events_processed == steps

@@ -7,6 +7,7 @@ commit, with the reason in the commit message. Scenarios whose first lines conta
 `# dcsim: slow` are heavy; they run only with `pytest -m slow` (as do benchmark scenarios that take
 more than a few seconds here).
 """
+
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 from make_golden import GOLDEN, SHORTEN, scenario_paths  # noqa: E402
 
-SLOW_BENCHMARKS = {"embedding-1024gpu.yaml"}     # ~30 s each run on the 2-core CI machine
+SLOW_BENCHMARKS = {"embedding-1024gpu.yaml"}  # ~30 s each run on the 2-core CI machine
 
 
 def is_slow(path: Path) -> bool:
@@ -46,8 +47,9 @@ def test_scenario_runs_deterministically_with_the_golden_metrics(path, golden):
     assert first.sim_time_s > 0 and first.events > 0
     second = run(load_scenario(path, SHORTEN.get(rel, [])), limits=None)
     assert second.metrics == first.metrics
-    assert json.loads(json.dumps(first.metrics, sort_keys=True)) == golden[rel], \
+    assert json.loads(json.dumps(first.metrics, sort_keys=True)) == golden[rel], (
         "metrics changed: if intended, python tests/golden/make_golden.py"
+    )
 
 
 def test_runs_in_one_process_do_not_influence_each_other():

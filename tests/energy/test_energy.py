@@ -3,6 +3,7 @@
 Hand-computed schedules use round power figures set through the scenario (inline specs and the
 `hardware.power` block), so every expected joule below is arithmetic on those numbers.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,9 +31,15 @@ from tests.conftest import make_scenario
 ROUND = dict(
     gpu={"base": "h100-sxm", "power": {"idle": 100, "max": 500}},
     nic={"base": "cx7-400g-rdma", "power": {"idle": 10, "max": 30}},
-    host_cpu={"base": "xeon-8480", "power": {"idle": 50, "max": 150}}, host_cpus=1,
-    power={"gpu_host": {"idle": 200, "max": 400}, "host_dram": {"idle": 20, "max": 40},
-           "switch": {"base": "switch-51t", "power": {"idle": 300, "max": 600}}, "gpu_comm_activity": 0.25})
+    host_cpu={"base": "xeon-8480", "power": {"idle": 50, "max": 150}},
+    host_cpus=1,
+    power={
+        "gpu_host": {"idle": 200, "max": 400},
+        "host_dram": {"idle": 20, "max": 40},
+        "switch": {"base": "switch-51t", "power": {"idle": 300, "max": 600}},
+        "gpu_comm_activity": 0.25,
+    },
+)
 IDLE_ONE_HOST_ONE_GPU_W = 100 + 50 + 20 + 200 + 10 + 300
 
 
@@ -49,8 +56,9 @@ def simulate(schedule, nodes=1, gpus_per_node=1, pools=None, **overrides):
 
 def test_one_kernel_then_idle_is_max_power_while_busy_and_idle_power_after():
     def schedule(sim, cluster):
-        yield cluster.devices[0].run("gemm", 1.0)            # 1 s at full power ...
-        yield sim.timeout(1.0)                                 # ... then 1 s idle
+        yield cluster.devices[0].run("gemm", 1.0)  # 1 s at full power ...
+        yield sim.timeout(1.0)  # ... then 1 s idle
+
     report = simulate(schedule)
     m = report.metrics()
     # GPU 100 x 2 + 400 x 1; chassis 200 x 2 + (400 - 200) x 1 (follows its one GPU); the rest idle x 2 s
@@ -62,7 +70,7 @@ def test_one_kernel_then_idle_is_max_power_while_busy_and_idle_power_after():
     assert m["energy_j"] == pytest.approx(1960)
     assert m["avg_power_w"] == pytest.approx(980)
     assert m["peak_power_w"] == pytest.approx(IDLE_ONE_HOST_ONE_GPU_W + 400 + 200)
-    assert m["cluster_power_swing_w_per_s"] == pytest.approx(600)     # the step down at t = 1 s
+    assert m["cluster_power_swing_w_per_s"] == pytest.approx(600)  # the step down at t = 1 s
     power = report.class_power().sum(axis=1)
     assert power.iloc[0] == pytest.approx(1280) and power.iloc[-1] == pytest.approx(680)
 
@@ -70,10 +78,11 @@ def test_one_kernel_then_idle_is_max_power_while_busy_and_idle_power_after():
 def test_compute_and_comm_overlapping_on_a_gpu_count_once_at_compute_power():
     def schedule(sim, cluster):
         dev = cluster.devices[0]
-        kernel = dev.run("attention", 2.0)                                   # compute [0, 2]
+        kernel = dev.run("attention", 2.0)  # compute [0, 2]
         yield sim.timeout(1.0)
-        yield dev.run("send", 2.0, stream="comm", category="comm")          # comm [1, 3]
+        yield dev.run("send", 2.0, stream="comm", category="comm")  # comm [1, 3]
         yield kernel
+
     by_class = simulate(schedule).metrics()["energy_j_by_class"]
     # 2 s computing (400 W dynamic) + 1 s only communicating (25% of 400 W) on top of 3 s x 100 W idle
     assert by_class["gpu"] == pytest.approx(300 + 2 * 400 + 1 * 100)
@@ -86,6 +95,7 @@ def test_host_level_spans_drive_all_its_gpus_and_stalls_draw_idle_power():
         sim.span("h0", "trainer", "train step", 0.0, 1.0, category="compute")
         yield sim.timeout(1.0)
         sim.span("h0", "trainer", "data stall", 1.0, 2.0, category="stall")
+
     by_class = simulate(schedule, gpus_per_node=2).metrics()["energy_j_by_class"]
     assert by_class["gpu"] == pytest.approx(2 * 100 * 2 + 2 * 400 * 1)
 
@@ -93,32 +103,37 @@ def test_host_level_spans_drive_all_its_gpus_and_stalls_draw_idle_power():
 def test_cpu_spans_count_their_units_as_busy_cores():
     def schedule(sim, cluster):
         yield sim.timeout(1.0)
-        sim.span("h0", "cpu", "decode", 0.0, 1.0, category="compute", units=4)   # 4 cores for 1 s
+        sim.span("h0", "cpu", "decode", 0.0, 1.0, category="compute", units=4)  # 4 cores for 1 s
+
     by_class = simulate(schedule).metrics()["energy_j_by_class"]
-    per_core_w = (150 - 50) / 56                                              # xeon-8480: 56 cores
+    per_core_w = (150 - 50) / 56  # xeon-8480: 56 cores
     assert by_class["cpu"] == pytest.approx(50 + 4 * per_core_w)
-    assert by_class["dram"] == pytest.approx(20 + (40 - 20) * 4 / 56)         # DRAM follows core use
-    assert by_class["gpu"] == pytest.approx(100)                              # CPU work is not GPU work
+    assert by_class["dram"] == pytest.approx(20 + (40 - 20) * 4 / 56)  # DRAM follows core use
+    assert by_class["gpu"] == pytest.approx(100)  # CPU work is not GPU work
 
 
 def test_preprocessing_batches_charge_every_core_they_hold():
     """A batch's CPU stages hold `cores_per_batch` cores: the core-seconds the energy model charges
     are the workers' busy-core area (less the batches still in flight when the run ends)."""
-    sc = load_scenario(Path("scenarios/ingest-dlrm-disaggregated.yaml"), ["workload.duration_s=8", "workload.warmup_s=0"])
+    sc = load_scenario(
+        Path("scenarios/ingest-dlrm-disaggregated.yaml"), ["workload.duration_s=8", "workload.warmup_s=0"]
+    )
     r = run(sc)
     spans = next(o for o in r.sim.recorder.observers if isinstance(o, SpanActivity))
     charged_core_s = sum(spans.unit_s[k] for k, key in enumerate(spans.keys) if key[1] == "cpu")
     pre = sc.workload.preprocessing
     busy_core_s = r.metrics["utilisation"]["preprocessing_cpu"] * pre.workers * pre.worker.cores * r.sim_time_s
-    in_flight_core_s = pre.workers * pre.worker.cores * 16384 * 0.8e-3 / pre.cores_per_batch   # one batch time
+    in_flight_core_s = pre.workers * pre.worker.cores * 16384 * 0.8e-3 / pre.cores_per_batch  # one batch time
     assert busy_core_s - in_flight_core_s <= charged_core_s <= busy_core_s
 
 
 @pytest.mark.parametrize("network_model", ["flow", "analytical"])
 def test_a_transfer_charges_nics_and_switch_per_byte(network_model):
     nbytes = 10e9
-    scenario = make_scenario({"kind": "collective", "op": "send_recv", "bytes": nbytes, "algorithm": "ring"},
-                             **{**ROUND, "nodes": 2, "gpus_per_node": 1, "network_model": network_model})
+    scenario = make_scenario(
+        {"kind": "collective", "op": "send_recv", "bytes": nbytes, "algorithm": "ring"},
+        **{**ROUND, "nodes": 2, "gpus_per_node": 1, "network_model": network_model},
+    )
     result = run(scenario)
     t = result.sim_time_s
     by_class = result.metrics["energy_j_by_class"]
@@ -137,22 +152,24 @@ def test_a_one_way_transfer_makes_sender_and_receiver_gpus_communicate():
     def schedule(sim, cluster):
         yield sim.timeout(1.0)
         yield cluster.network.transfer(cluster.devices[0].node, cluster.devices[1].node, 1e9)
+
     report = simulate(schedule, nodes=2)
-    t = report.duration_s - 1.0                                             # the transfer's duration
+    t = report.duration_s - 1.0  # the transfer's duration
     gpu = report.group_energy().set_index("group")["energy_j"]
     assert report.metrics()["energy_j_by_class"]["gpu"] == pytest.approx(2 * 100 * (1 + t) + 2 * 0.25 * 400 * t)
-    assert gpu["h0"] == pytest.approx(gpu["h1"])          # sending and receiving hosts draw the same
+    assert gpu["h0"] == pytest.approx(gpu["h1"])  # sending and receiving hosts draw the same
 
 
 def test_a_gpu_communicates_from_its_earliest_transfer_even_when_a_later_one_ends_first():
     def schedule(sim, cluster):
         a, b = cluster.devices[0].node, cluster.devices[1].node
-        long = cluster.network.transfer(a, b, 2e9)                 # starts at 0, is seen when it ends
+        long = cluster.network.transfer(a, b, 2e9)  # starts at 0, is seen when it ends
         yield sim.timeout(0.001)
-        yield cluster.network.transfer(a, b, 1e6)                  # starts later, ends first
+        yield cluster.network.transfer(a, b, 1e6)  # starts later, ends first
         yield long
+
     report = simulate(schedule, nodes=2)
-    t = report.duration_s                                           # both GPUs communicate throughout
+    t = report.duration_s  # both GPUs communicate throughout
     assert report.metrics()["energy_j_by_class"]["gpu"] == pytest.approx(2 * t * (100 + 0.25 * 400), rel=1e-9)
 
 
@@ -176,20 +193,23 @@ def test_pool_hosts_draw_power_only_when_used():
 
     def schedule(sim, cluster):
         yield cluster.network.transfer("preproc0", cluster.devices[0].node, 1e9)
+
     report = simulate(schedule, pools=pools)
     energy = report.group_energy().set_index("group")["energy_j"]
     t = report.duration_s
     site = SitePower()
-    idle_w = site.cpu_host.idle + 32 * 50 / 56 + catalog.link("eth-25g-tcp").power.idle   # 32 cores of ROUND's CPU
+    idle_w = site.cpu_host.idle + 32 * 50 / 56 + catalog.link("eth-25g-tcp").power.idle  # 32 cores of ROUND's CPU
     assert energy["preproc1"] == 0.0
     assert energy["preproc0"] > idle_w * t
     assert report.group_energy().set_index("group").loc["preproc0", "cost_usd"] == pytest.approx(
-        32 * site.price_per_core_hour * t / 3600)
+        32 * site.price_per_core_hour * t / 3600
+    )
 
 
 def test_pue_and_power_overrides_come_from_the_scenario():
     def schedule(sim, cluster):
         yield cluster.devices[0].run("gemm", 1.0)
+
     base = simulate(schedule).metrics()
     with_pue = simulate(schedule, power={**ROUND["power"], "pue": 1.5}).metrics()
     assert with_pue["energy_j"] == pytest.approx(1.5 * base["energy_j"])
@@ -212,10 +232,10 @@ def test_power_cap_model_checked_against_the_h100_pair_of_reference_md():
     h100 = catalog.device("h100-sxm")
     capped = catalog.device({"base": "h100-sxm", "power_cap": "500 W"})
     predicted = capped.peak_flop_per_s("bf16")
-    error = predicted / 800e12 - 1                                   # arXiv 2411.01783: 500 W -> 800 TFLOP/s
+    error = predicted / 800e12 - 1  # arXiv 2411.01783: 500 W -> 800 TFLOP/s
     assert predicted == pytest.approx(989e12 * ((500 - 88) / (700 - 88)) ** (1 / 3))
-    assert error == pytest.approx(0.0835, abs=0.001)                  # the model's error: +8.4 %
-    assert capped.memory_bandwidth == h100.memory_bandwidth          # HBM keeps its clock
+    assert error == pytest.approx(0.0835, abs=0.001)  # the model's error: +8.4 %
+    assert capped.memory_bandwidth == h100.memory_bandwidth  # HBM keeps its clock
     assert capped.max_power_w == 500 and h100.max_power_w == 700
     assert capped.gemm_time_s(8192, 8192, 8192) > h100.gemm_time_s(8192, 8192, 8192)
 
@@ -224,8 +244,8 @@ def test_power_cap_clock_fraction_is_monotone_and_inverts():
     caps = np.linspace(100, 800, 50)
     f = [capped_clock_fraction(c, 700, 88) for c in caps]
     assert all(b >= a for a, b in zip(f, f[1:]))
-    assert f[-1] == 1.0                                                # caps above TDP change nothing
-    for cap in (120.0, 300.0, 650.0):                                  # both sides of the voltage floor
+    assert f[-1] == 1.0  # caps above TDP change nothing
+    for cap in (120.0, 300.0, 650.0):  # both sides of the voltage floor
         assert capped_power_w(capped_clock_fraction(cap, 700, 88), 700, 88) == pytest.approx(cap)
     with pytest.raises(ValueError):
         capped_clock_fraction(80, 700, 88)
@@ -235,7 +255,7 @@ def test_power_cap_clock_fraction_is_monotone_and_inverts():
 def test_adaptive_bins_keep_totals_exact_while_coarsening():
     bins = AdaptiveBins(2, 8)
     bins.spread([0, 1], [0.0, 1e-9], [1e-6, 3e-9], [5.0, 7.0])
-    bins.spread([0], [0.5], [123.0], [11.0])                             # forces many doublings
+    bins.spread([0], [0.5], [123.0], [11.0])  # forces many doublings
     assert bins.values().sum(axis=1) == pytest.approx([16.0, 7.0])
     assert bins.width_s * bins.bins > 123.0
 
@@ -243,7 +263,7 @@ def test_adaptive_bins_keep_totals_exact_while_coarsening():
 def test_span_activity_union_matches_brute_force():
     rng = np.random.default_rng(0)
     activity = SpanActivity(batch=16)
-    grid = np.zeros((3, 1000), dtype=bool)                                # 1 ms cells on [0, 1) s
+    grid = np.zeros((3, 1000), dtype=bool)  # 1 ms cells on [0, 1) s
     for _ in range(200):
         key = int(rng.integers(3))
         a, b = sorted(rng.integers(0, 1000, 2))
@@ -253,15 +273,17 @@ def test_span_activity_union_matches_brute_force():
     busy = np.bincount(keys, end - start, minlength=3)
     names = [int(k[0][1:]) for k in activity.keys]
     assert np.allclose([busy[names.index(i)] for i in range(3)], grid.sum(axis=1) / 1000)
-    assert len(union(keys, start, end)[0]) == len(keys)                  # already disjoint
+    assert len(union(keys, start, end)[0]) == len(keys)  # already disjoint
 
 
 # ---- every workload kind ---------------------------------------------------------------------------
 def _scenario_of(kind: str) -> tuple[str, list[str]] | None:
-    preferred = {"collective": ("allreduce-2x8-h100.yaml", []),
-                 "cp_inference": ("cp-405b-rdma-128k.yaml", ["hardware.nodes=1"]),
-                 "ingestion": ("ingest-dlrm-on-trainer.yaml", []),
-                 "embedding_training": ("emb-dlrm-1x8-a100-scm.yaml", [])}
+    preferred = {
+        "collective": ("allreduce-2x8-h100.yaml", []),
+        "cp_inference": ("cp-405b-rdma-128k.yaml", ["hardware.nodes=1"]),
+        "ingestion": ("ingest-dlrm-on-trainer.yaml", []),
+        "embedding_training": ("emb-dlrm-1x8-a100-scm.yaml", []),
+    }
     if kind in preferred and Path("scenarios", preferred[kind][0]).is_file():
         return str(Path("scenarios", preferred[kind][0])), preferred[kind][1]
     for path in sorted(Path("scenarios").glob("*.yaml")):
@@ -292,6 +314,7 @@ def test_power_plot_has_labelled_axes_with_units(tmp_path):
     def schedule(sim, cluster):
         yield cluster.devices[0].run("gemm", 1.0)
         yield sim.timeout(1.0)
+
     fig = power_over_time(simulate(schedule))
     ax = fig.axes[0]
     assert ax.get_xlabel() == "simulated time (s)" and ax.get_ylabel() == "power (kW)"

@@ -1,6 +1,7 @@
 """Bulk span recording (Recorder.spans) is what recording each span with Simulation.span does:
 the same rows, the same dropped count past the limit, and the same activity for the energy meter's
 SpanActivity (sim/engine/activity.py), which takes the spans in bulk."""
+
 import numpy as np
 import pytest
 
@@ -10,9 +11,9 @@ from sim.engine.simulation import Simulation
 
 def _record(bulk: bool, limit):
     sim = Simulation(span_limit=limit)
-    activity = SpanActivity(batch=4)                 # small batches: merges happen in between
+    activity = SpanActivity(batch=4)  # small batches: merges happen in between
     seen: list[tuple] = []
-    sim.recorder.observers += [activity, lambda *span: seen.append(span)]   # a plain per-span observer too
+    sim.recorder.observers += [activity, lambda *span: seen.append(span)]  # a plain per-span observer too
     rng = np.random.default_rng(0)
     for step in range(6):
         n = int(rng.integers(1, 9))
@@ -28,8 +29,17 @@ def _record(bulk: bool, limit):
             for c, t, name, e, b in zip(comps, tracks, names, ends, sizes):
                 sim.span(c, t, name, start, float(e), nbytes=float(b), category="comm")
     keys, starts, ends = activity.intervals()
-    return (sim.recorder.rows, sim.recorder.dropped, activity.keys, keys, starts, ends, activity.unit_s,
-            activity.spans, seen)
+    return (
+        sim.recorder.rows,
+        sim.recorder.dropped,
+        activity.keys,
+        keys,
+        starts,
+        ends,
+        activity.unit_s,
+        activity.spans,
+        seen,
+    )
 
 
 @pytest.mark.parametrize("limit", [None, 10])

@@ -1,5 +1,6 @@
 """The exact running maximum / minimum within groups (sim/engine/activity.py running_within, used by
 OpenIntervals.flush) equals pandas' groupby cummax / cummin, the straightforward path."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -11,8 +12,8 @@ from sim.engine.activity import running_within
 def test_running_within_groups_is_pandas_cummax_and_cummin(n):
     rng = np.random.default_rng(n)
     for _ in range(10):
-        values = rng.choice(rng.normal(size=max(n // 3, 1)) * 1e3, size=n)     # ties on purpose
-        group = np.sort(rng.integers(0, max(n // 4, 1), size=n)) + 5            # ascending, not from 0
+        values = rng.choice(rng.normal(size=max(n // 3, 1)) * 1e3, size=n)  # ties on purpose
+        group = np.sort(rng.integers(0, max(n // 4, 1), size=n)) + 5  # ascending, not from 0
         for op, name in ((np.maximum, "cummax"), (np.minimum, "cummin")):
             expected = getattr(pd.Series(values).groupby(group), name)().to_numpy()
             np.testing.assert_array_equal(running_within(op, values, group), expected)

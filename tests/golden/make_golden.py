@@ -7,6 +7,7 @@ Metrics are what a run reports in `metrics` (wall_s and the like are outside it)
 keeps results unchanged keeps this file unchanged. Heavy benchmark scenarios run shortened by the
 overrides in SHORTEN, so the whole set stays minutes, not hours.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ def scenario_paths() -> list[Path]:
 
 def metrics_of(path: Path) -> dict:
     from sim import load_scenario, run
+
     rel = str(path.relative_to(ROOT))
     result = run(load_scenario(str(path), SHORTEN.get(rel, [])), limits=None)
     return json.loads(json.dumps(result.metrics, sort_keys=True))

@@ -1,5 +1,6 @@
 """Switch paths from cached hop distances are networkx's shortest paths, and a leaf switch's hop
 distances (its neighbour's plus one) are a breadth-first search's (hardware_models/topology.py)."""
+
 import itertools
 
 import networkx as nx
@@ -12,16 +13,20 @@ from tests.conftest import make_cluster
 TOPOLOGIES = [
     dict(nodes=8, gpus_per_node=2, topology={"kind": "torus", "dims": [4, 2]}),
     dict(nodes=5, gpus_per_node=1, topology={"kind": "ring"}),
-    dict(nodes=8, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3,
-                                              "aggregate_spines": False}),
+    dict(
+        nodes=8,
+        gpus_per_node=2,
+        topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3, "aggregate_spines": False},
+    ),
     dict(nodes=16, gpus_per_node=2, topology={"kind": "clos3", "gpus_per_tor": 4, "gpus_per_pod": 8}),
     dict(nodes=4, gpus_per_node=2, topology={"kind": "rail-optimized", "spines": 2, "aggregate_spines": False}),
 ]
 
 
 def networkx_paths(topo, a, b):
-    return sorted(tuple(topo.link_id(u, v) for u, v in zip(p, p[1:]))
-                  for p in nx.all_shortest_paths(topo._switch_graph, a, b))
+    return sorted(
+        tuple(topo.link_id(u, v) for u, v in zip(p, p[1:])) for p in nx.all_shortest_paths(topo._switch_graph, a, b)
+    )
 
 
 @pytest.mark.parametrize("hardware", TOPOLOGIES, ids=lambda h: h["topology"]["kind"])
@@ -39,14 +44,14 @@ def test_hop_distances_match_a_breadth_first_search(hardware):
     order = list(graph.nodes)
     expected = shortest_path(nx.to_scipy_sparse_array(graph, nodelist=order), unweighted=True, directed=False)
     leaves = [n for n in order if graph.degree(n) == 1]
-    assert leaves or hardware["topology"]["kind"] != "clos3"          # the clos3 ToRs take the shortcut
+    assert leaves or hardware["topology"]["kind"] != "clos3"  # the clos3 ToRs take the shortcut
     for i, n in enumerate(order):
         np.testing.assert_array_equal(topo._hop_distances(n), expected[i])
 
 
 def test_more_paths_than_max_paths_fall_back_to_networkx_first_ones():
     topo = make_cluster(nodes=16, gpus_per_node=1, topology={"kind": "torus", "dims": [4, 4], "max_paths": 3}).topology
-    a, b = "r0", "r10"                       # two hops in each dimension: 6 shortest paths
+    a, b = "r0", "r10"  # two hops in each dimension: 6 shortest paths
     assert topo._few_shortest_paths(a, b) is None
     assert len(topo._between_switches(a, b)) == 3
     assert set(topo._between_switches(a, b)) <= set(networkx_paths(topo, a, b))

@@ -6,21 +6,26 @@ from hardware_models import catalog
 from hardware_models.units import parse_quantity
 
 
-@pytest.mark.parametrize("text,dim,expected", [
-    ("400 Gbit/s", "bytes_per_s", 50e9),
-    ("96 GiB", "bytes", 96 * 2**30),
-    ("2 us", "seconds", 2e-6),
-    ("800 TFLOP/s", "flop_per_s", 800e12),
-    ("2.4 TB/s", "bytes_per_s", 2.4e12),
-    ("700 W", "watts", 700.0),
-    (1024, "bytes", 1024.0),
-    ("1_000", "bytes", 1000.0),
-])
+@pytest.mark.parametrize(
+    "text,dim,expected",
+    [
+        ("400 Gbit/s", "bytes_per_s", 50e9),
+        ("96 GiB", "bytes", 96 * 2**30),
+        ("2 us", "seconds", 2e-6),
+        ("800 TFLOP/s", "flop_per_s", 800e12),
+        ("2.4 TB/s", "bytes_per_s", 2.4e12),
+        ("700 W", "watts", 700.0),
+        (1024, "bytes", 1024.0),
+        ("1_000", "bytes", 1000.0),
+    ],
+)
 def test_quantities_parse_to_si(text, dim, expected):
     assert parse_quantity(text, dim) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("text,dim", [("400 Gbt/s", "bytes_per_s"), ("2 GB", "seconds"), ("fast", "bytes"), (True, "bytes")])
+@pytest.mark.parametrize(
+    "text,dim", [("400 Gbt/s", "bytes_per_s"), ("2 GB", "seconds"), ("fast", "bytes"), (True, "bytes")]
+)
 def test_bad_quantities_are_rejected(text, dim):
     with pytest.raises(ValueError):
         parse_quantity(text, dim)
@@ -39,7 +44,7 @@ def test_inline_override_merges_with_base():
     gpu = catalog.device({"base": "h100-sxm", "memory": "96 GiB", "peak": {"bf16": "800 TFLOP/s"}})
     assert gpu.memory == 96 * 2**30
     assert gpu.peak.bf16 == 800e12
-    assert gpu.peak.fp8 == catalog.device("h100-sxm").peak.fp8      # untouched fields keep the base's
+    assert gpu.peak.fp8 == catalog.device("h100-sxm").peak.fp8  # untouched fields keep the base's
 
 
 def test_large_gemm_approaches_peak_and_small_gemm_is_less_efficient():
@@ -52,7 +57,7 @@ def test_large_gemm_approaches_peak_and_small_gemm_is_less_efficient():
 
 def test_skinny_gemm_is_memory_bound():
     gpu = catalog.device("h100-sxm")
-    m, n, k = 1, 16384, 16384                  # a decode GEMV: weights dominate the bytes
+    m, n, k = 1, 16384, 16384  # a decode GEMV: weights dominate the bytes
     t = gpu.gemm_time_s(m, n, k, "bf16")
     bytes_moved = (m * k + k * n + m * n) * 2
     assert t == pytest.approx(bytes_moved / (gpu.memory_bandwidth * gpu.efficiency.memory) + gpu.launch_overhead)
@@ -82,4 +87,6 @@ def test_tier_access_time_is_iops_or_bandwidth_bound():
     assert hdd.access_time_s(1000, 4096) == pytest.approx(1000 / 180 + hdd.latency)
     # DRAM: 64 B granules at bandwidth; a 100 B access moves two granules
     assert dram.bytes_moved(100) == 128
-    assert dram.access_time_s(1e6, 100) == pytest.approx(max(1e6 * 128 / dram.bandwidth, 1e6 / dram.max_iops) + dram.latency)
+    assert dram.access_time_s(1e6, 100) == pytest.approx(
+        max(1e6 * 128 / dram.bandwidth, 1e6 / dram.max_iops) + dram.latency
+    )

@@ -1,4 +1,5 @@
 """Collectives against their closed forms (nccl-tests conventions), on both network backends."""
+
 import pytest
 
 from sim.network.collectives import bus_factor, collective, schedule
@@ -77,13 +78,13 @@ def test_hierarchical_all_reduce_across_hosts_is_limited_by_the_nics_not_nvlink(
     tcp = dict(nodes=4, gpus_per_node=8, nic="tcp-100g")
     t_base, _ = time_collective(make_cluster(**tcp), "all_reduce", S, "hierarchical")
     intra, inter = hierarchical_closed_form(make_cluster(**tcp), S)
-    assert inter > 5 * intra                               # the NIC phase dominates
+    assert inter > 5 * intra  # the NIC phase dominates
     half_nic = make_cluster(**{**tcp, "nic": {"base": "tcp-100g", "bandwidth": "50 Gbit/s"}})
     t_half_nic, _ = time_collective(half_nic, "all_reduce", S, "hierarchical")
     double_nvl = make_cluster(**{**tcp, "scale_up": {"base": "nvlink4", "bandwidth": "900 GB/s"}})
     t_double_nvl, _ = time_collective(double_nvl, "all_reduce", S, "hierarchical")
-    assert t_half_nic / t_base > 1.8                       # halving the NIC almost doubles the time
-    assert t_base / t_double_nvl < 1.1                     # doubling NVLink barely helps
+    assert t_half_nic / t_base > 1.8  # halving the NIC almost doubles the time
+    assert t_base / t_double_nvl < 1.1  # doubling NVLink barely helps
 
 
 def test_hierarchical_beats_flat_ring_across_hosts():
@@ -116,23 +117,30 @@ def test_competing_flow_slows_ring_all_reduce_by_the_predicted_amount():
 @pytest.mark.parametrize("oversubscription,expected_factor", [(1, 0.875), (4, 2.0)])
 def test_cross_leaf_all_to_all_on_an_oversubscribed_fat_tree(oversubscription, expected_factor):
     # 2 leaves x 4 hosts (1 GPU each): S bytes per host, host link B
-    c = make_cluster(nodes=8, topology={"kind": "fat-tree", "hosts_per_leaf": 4, "spines": 2,
-                                        "oversubscription": oversubscription})
+    c = make_cluster(
+        nodes=8, topology={"kind": "fat-tree", "hosts_per_leaf": 4, "spines": 2, "oversubscription": oversubscription}
+    )
     B = c.hardware.nic.achieved_bytes_per_s
     S = 4 * 2**30
     t, _ = time_collective(c, "all_to_all", S, "direct")
     assert t == pytest.approx(expected_factor * S / B, rel=0.01)
-    uplinks = [c.topology.link_id(f"leaf{l}", "spines") for l in range(2)]     # spines aggregated (even ECMP)
+    uplinks = [c.topology.link_id(f"leaf{l}", "spines") for l in range(2)]  # spines aggregated (even ECMP)
     util = c.network.link_bytes[uplinks] / (c.topology.capacity[uplinks] * t)
     assert util.max() <= 1 + 1e-9
 
 
 def test_flow_and_analytical_backends_agree_without_contention():
-    for op, algo in [("all_reduce", "ring"), ("all_reduce", "hierarchical"), ("all_gather", "ring"),
-                     ("all_to_all", "direct")]:
-        times = [time_collective(make_cluster(m, nodes=2, gpus_per_node=4), op, 64 * 2**20, algo)[0]
-                 for m in ("flow", "analytical")]
-        if op == "all_to_all":       # all-to-all contends on NVLink/NIC links in the flow model by design
+    for op, algo in [
+        ("all_reduce", "ring"),
+        ("all_reduce", "hierarchical"),
+        ("all_gather", "ring"),
+        ("all_to_all", "direct"),
+    ]:
+        times = [
+            time_collective(make_cluster(m, nodes=2, gpus_per_node=4), op, 64 * 2**20, algo)[0]
+            for m in ("flow", "analytical")
+        ]
+        if op == "all_to_all":  # all-to-all contends on NVLink/NIC links in the flow model by design
             continue
         assert times[0] == pytest.approx(times[1], rel=0.01), op
 

@@ -3,6 +3,7 @@
 Every assertion is a closed form: a single flow runs at its bottleneck's rate, N flows on one link
 get 1/N each, the textbook two-bottleneck example gives the textbook rates, bytes are conserved.
 """
+
 import numpy as np
 import pytest
 
@@ -44,7 +45,7 @@ def test_n_flows_on_one_link_get_one_nth_each():
     n, nbytes = 4, 1e9
     times = run_flows(c, [(c.devices[i].node, dst, nbytes) for i in range(1, n + 1)])
     rate = c.hardware.nic.achieved_bytes_per_s
-    expected = path_latency(c, c.devices[1].node, dst) + n * nbytes / rate     # each at rate/n
+    expected = path_latency(c, c.devices[1].node, dst) + n * nbytes / rate  # each at rate/n
     assert times == pytest.approx([expected] * n, rel=1e-9)
 
 
@@ -73,7 +74,7 @@ def test_rates_never_exceed_capacity_and_every_flow_has_a_saturated_bottleneck()
         for p, r in zip(paths, rates):
             load[p] += r
         assert (load <= capacity * (1 + 1e-9)).all()
-        for p, r in zip(paths, rates):       # max-min: some link of the flow is full and r is its max rate
+        for p, r in zip(paths, rates):  # max-min: some link of the flow is full and r is its max rate
             full = [l for l in p if load[l] >= capacity[l] * (1 - 1e-9)]
             assert any(r >= max(rates[i] for i, q in enumerate(paths) if l in q) * (1 - 1e-9) for l in full)
 
@@ -112,7 +113,7 @@ def test_flows_starting_later_share_fairly_from_then_on():
         done["b"] = sim.now
 
     sim.env.run(until=sim.all_of([sim.process(first()), sim.process(second())]))
-    t_join = 0.01 + lat                    # b starts sending here; a has sent rate*(t_join - lat)
+    t_join = 0.01 + lat  # b starts sending here; a has sent rate*(t_join - lat)
     a_left = 2e9 - rate * (t_join - lat)
     # both at rate/2 until b's 1e9 is done, then a alone
     t_b = t_join + 1e9 / (rate / 2)
@@ -121,8 +122,9 @@ def test_flows_starting_later_share_fairly_from_then_on():
 
 
 def test_ecmp_even_split_uses_all_spines_and_hash_uses_one():
-    even = make_cluster(nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4,
-                                           "aggregate_spines": False})
+    even = make_cluster(
+        nodes=4, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4, "aggregate_spines": False}
+    )
     src, dst = even.devices[0].node, even.devices[3].node
     run_flows(even, [(src, dst, 4e9)])
     topo = even.topology
@@ -158,7 +160,7 @@ def test_batch_routing_equals_per_pair_routing():
     starts = np.concatenate([[0], np.cumsum(batch.lengths)])
     got = {}
     for k, owner in enumerate(batch.owner):
-        got.setdefault(owner, []).append(tuple(batch.flat[starts[k]:starts[k + 1]]))
+        got.setdefault(owner, []).append(tuple(batch.flat[starts[k] : starts[k + 1]]))
     for i, (s, d) in enumerate(zip(srcs, dsts)):
         expected = topo.routes(s, d)
         assert sorted(got[i]) == sorted(expected)
@@ -186,6 +188,7 @@ def test_bulk_and_single_transfers_give_identical_times_and_link_bytes():
 
 def _ring_with_background(replay, background_at=None, nodes=6):
     from sim.network.collectives import collective
+
     c = make_cluster(nodes=nodes, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
     c.network.replay = replay
     sim, net = c.sim, c.network
@@ -213,4 +216,4 @@ def test_replayed_ring_steps_equal_the_plain_simulation(background_at):
     assert fast[1] == pytest.approx(plain[1], rel=1e-7, abs=1e-3)
     assert fast[2] == pytest.approx(plain[2], rel=1e-7, abs=1e-12)
     if background_at is None:
-        assert fast[3].replayed_steps == 2 * (12 - 1) - 1      # every step after the first is replayed
+        assert fast[3].replayed_steps == 2 * (12 - 1) - 1  # every step after the first is replayed

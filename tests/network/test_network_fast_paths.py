@@ -12,6 +12,7 @@ Each shortcut is compared with the plain computation on small cases, to float ro
 - ECMP paths merged into one row with shared links summed, cached estimates, reused rows;
 - the analytical network's plain-Python path for transfers of a few link entries vs its numpy path.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,11 @@ def random_flows(rng, n_flows, n_links, max_len=4, fractional=True):
     """(lengths, flat link ids, weights): flows over random links, some entries fractional."""
     lengths = rng.integers(1, max_len + 1, n_flows)
     flat = rng.integers(0, n_links, lengths.sum())
-    weights = np.where(rng.random(len(flat)) < 0.3, rng.choice([0.25, 0.5], len(flat)), 1.0) if fractional \
+    weights = (
+        np.where(rng.random(len(flat)) < 0.3, rng.choice([0.25, 0.5], len(flat)), 1.0)
+        if fractional
         else np.ones(len(flat))
+    )
     return lengths, flat, weights
 
 
@@ -48,7 +52,7 @@ def reference(lengths, flat, weights, capacity):
 def test_progressive_filling_equals_max_min_fair(seed, n_flows, n_links):
     rng = np.random.default_rng(seed)
     lengths, flat, weights = random_flows(rng, n_flows, n_links)
-    capacity = rng.choice([1.0, 2.0, 5.0, 10.0], n_links) * 1e9      # ties between links are common
+    capacity = rng.choice([1.0, 2.0, 5.0, 10.0], n_links) * 1e9  # ties between links are common
     row = np.repeat(np.arange(n_flows), lengths)
     fast = progressive_filling(row, flat, weights, n_flows, capacity)
     assert fast == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
@@ -59,9 +63,9 @@ def test_progressive_filling_equals_max_min_fair(seed, n_flows, n_links):
 def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_numpy_path(seed, n_flows, n_links):
     rng = np.random.default_rng(seed)
     lengths, flat, weights = random_flows(rng, n_flows, n_links, max_len=3)
-    assert len(flat) <= max_min._TINY                                  # the plain-Python path
+    assert len(flat) <= max_min._TINY  # the plain-Python path
     capacity = rng.choice([1.0, 2.0, 5.0, 10.0], n_links) * 1e9 * rng.choice([1.0, 1 / 3], n_links)
-    row = np.repeat(np.arange(n_flows + 1), np.append(lengths, 0))     # and a flow with no link
+    row = np.repeat(np.arange(n_flows + 1), np.append(lengths, 0))  # and a flow with no link
     level_py, level_np = np.full(n_links, np.inf), np.full(n_links, np.inf)
     python = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_py)
     saved, max_min._TINY = max_min._TINY, -1
@@ -79,11 +83,12 @@ def leaf_spine(leaves, hosts_per_leaf, nic, uplink):
     hosts = leaves * hosts_per_leaf
     capacity = np.concatenate([np.full(2 * hosts, nic), np.full(2 * leaves, uplink)])
     shared = np.zeros(len(capacity), dtype=bool)
-    shared[2 * hosts:] = True
+    shared[2 * hosts :] = True
 
     def path(s, d):
         ls, ld = s // hosts_per_leaf, d // hosts_per_leaf
         return [s, hosts + d] if ls == ld else [s, 2 * hosts + ls, 2 * hosts + leaves + ld, hosts + d]
+
     return capacity, shared, path
 
 
@@ -117,8 +122,13 @@ def bundle_inputs(lengths, flat, weights, shared):
     edge = ~on_shared
     e_pos, e_link, e_weight = position[row[edge]], flat[edge], weights[edge]
     b = e_pos < len(unit)
-    return (np.array([unit[i] for i in unit], dtype=int), (u_row, u_link, u_weight), (e_pos[b], e_link[b], e_weight[b]),
-            (e_pos[~b] - len(unit), e_link[~b], e_weight[~b]), len(lengths) - len(unit)), np.array(order)
+    return (
+        np.array([unit[i] for i in unit], dtype=int),
+        (u_row, u_link, u_weight),
+        (e_pos[b], e_link[b], e_weight[b]),
+        (e_pos[~b] - len(unit), e_link[~b], e_weight[~b]),
+        len(lengths) - len(unit),
+    ), np.array(order)
 
 
 @CASES
@@ -127,7 +137,7 @@ def test_bundled_filling_is_exact_whenever_its_check_accepts(seed, oversubscript
     rng = np.random.default_rng(seed)
     nic = 10e9
     lengths, flat, weights, capacity, shared = leaf_spine_case(rng, 3, 3, nic, 3 * nic / oversubscription, n_flows)
-    capacity = capacity * rng.choice([1.0, 1.0, 0.5], len(capacity))     # some slower NICs
+    capacity = capacity * rng.choice([1.0, 1.0, 0.5], len(capacity))  # some slower NICs
     inputs, order = bundle_inputs(lengths, flat, weights, shared)
     rate = bundled_filling(*inputs, capacity)
     if rate is not None:
@@ -149,7 +159,7 @@ def test_bundled_filling_accepts_oversubscribed_all_to_all_and_rejects_nic_bound
     assert rate is not None
     assert rate == pytest.approx(reference(lengths, flat, weights, capacity)[order], rel=REL)
     cross = lengths[order] == 4
-    assert rate[cross] == pytest.approx(np.full(cross.sum(), 5e9 / 16))   # 16 flows per uplink
+    assert rate[cross] == pytest.approx(np.full(cross.sum(), 5e9 / 16))  # 16 flows per uplink
     # full bisection: the NICs limit cross-leaf flows, which a bundle of them cannot express
     lengths, flat, weights, capacity, shared = all_to_all(uplink=4 * 10e9)
     assert bundled_filling(*bundle_inputs(lengths, flat, weights, shared)[0], capacity) is None
@@ -189,8 +199,8 @@ def test_bundled_flows_run_on_clocks_and_finish_as_in_the_plain_table(seed):
     fast, plain = FlowTable(capacity, shared), FlowTable(capacity, shared, plain=True)
     now, started, clocked_rows = 0.0, 0, []
     for step in range(60):
-        if step % 6 == 0 and started < 90:                # a batch of flows starts
-            n = int(rng.integers(12, 24))                  # about 2 flows per leaf pair and more
+        if step % 6 == 0 and started < 90:  # a batch of flows starts
+            n = int(rng.integers(12, 24))  # about 2 flows per leaf pair and more
             lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
             nbytes = rng.uniform(1e8, 1e9, n)
             for table in (fast, plain):
@@ -211,31 +221,40 @@ def test_bundled_flows_run_on_clocks_and_finish_as_in_the_plain_table(seed):
         assert sorted(fast.done(now).tolist()) == sorted(done.tolist())
         for table in (fast, plain):
             table.remove(done)
-    assert clocked_rows and max(members - clocks for members, clocks in clocked_rows) > 0   # clocks held several flows
+    assert clocked_rows and max(members - clocks for members, clocks in clocked_rows) > 0  # clocks held several flows
 
 
 def test_flow_table_refills_only_flows_whose_rate_can_change():
     """Two independent links: a flow finishing on the fast one leaves the slow one alone."""
     capacity = np.array([1e9, 10e9])
     table = FlowTable(capacity)
-    table.add(np.array([0, 0, 1, 1]), np.ones(4), np.ones(4, dtype=int), np.full(4, 1e9),
-              np.zeros(4, dtype=int), np.arange(4), 0.0)
+    table.add(
+        np.array([0, 0, 1, 1]),
+        np.ones(4),
+        np.ones(4, dtype=int),
+        np.full(4, 1e9),
+        np.zeros(4, dtype=int),
+        np.arange(4),
+        0.0,
+    )
     table.recompute(0.0)
     assert table.rate[:4].tolist() == [0.5e9, 0.5e9, 5e9, 5e9]
     refilled = table.refilled_rows
     table.remove(np.array([2]))
     table.recompute(0.1)
-    assert table.refilled_rows - refilled == 1                  # only the other fast flow
+    assert table.refilled_rows - refilled == 1  # only the other fast flow
     assert table.rate[3] == 10e9 and table.rate[0] == 0.5e9
     assert table.left_at(np.array([0, 3]), 0.1) == pytest.approx([1e9 - 0.05e9, 1e9 - 0.5e9])
 
 
-TOPOLOGIES = st.sampled_from([
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 4}, 2),
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 2, "aggregate_spines": False}, 1),
-    ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3}, 2),
-    ({"kind": "single-switch"}, 2),
-])
+TOPOLOGIES = st.sampled_from(
+    [
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 4}, 2),
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2, "oversubscription": 2, "aggregate_spines": False}, 1),
+        ({"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3}, 2),
+        ({"kind": "single-switch"}, 2),
+    ]
+)
 
 
 def run_network(topology, gpus_per_node, nodes, flows, plain):
@@ -248,6 +267,7 @@ def run_network(topology, gpus_per_node, nodes, flows, plain):
         yield sim.timeout(at)
         yield net.transfer(cluster.devices[s].node, cluster.devices[d].node, b)
         finish[i] = sim.now
+
     for i, flow in enumerate(flows):
         sim.process(one(i, *flow))
     sim.env.run()
@@ -260,8 +280,18 @@ def test_flow_network_matches_the_plain_path(topology_case, data):
     topology, gpn = topology_case
     nodes = 4
     n = nodes * gpn
-    flows = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.floats(1e5, 5e8),
-                                         st.sampled_from([0.0, 0.0, 1e-4, 7e-4, 2e-3])), min_size=1, max_size=30))
+    flows = data.draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, n - 1),
+                st.integers(0, n - 1),
+                st.floats(1e5, 5e8),
+                st.sampled_from([0.0, 0.0, 1e-4, 7e-4, 2e-3]),
+            ),
+            min_size=1,
+            max_size=30,
+        )
+    )
     fast = run_network(topology, gpn, nodes, flows, plain=False)
     plain = run_network(topology, gpn, nodes, flows, plain=True)
     assert fast[0] == pytest.approx(plain[0], rel=REL)
@@ -281,12 +311,15 @@ def test_oversubscribed_all_to_all_uses_bundles_and_matches_the_plain_path():
     net = cluster.network
     net.transfer_many([(cluster.devices[s].node, cluster.devices[d].node, b) for s, d, b, _ in flows])
     cluster.sim.env.run()
-    assert net._table.bundled_refills > 0                       # the shortcut was taken, not the fallback
+    assert net._table.bundled_refills > 0  # the shortcut was taken, not the fallback
 
 
 def test_ecmp_paths_merge_into_one_row_per_flow_with_shared_links_summed():
-    c = make_cluster(nodes=4, gpus_per_node=1,
-                     topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4, "aggregate_spines": False})
+    c = make_cluster(
+        nodes=4,
+        gpus_per_node=1,
+        topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 4, "aggregate_spines": False},
+    )
     src, dst = c.devices[0].node, c.devices[3].node
     routed = c.network._route_sized([(src, dst, 8.0)], [src], [dst], np.array([8.0]))
     paths = c.topology.routes(src, dst)
@@ -306,8 +339,11 @@ def test_cached_estimates_equal_the_path_formula():
         for d in c.devices:
             paths = topo.routes(s.node, d.node)
             share = 1e8 / len(paths)
-            direct = 0.0 if paths == [()] else \
-                max(topo.path_latency_s(p) + share / topo.capacity[list(p)].min() for p in paths)
+            direct = (
+                0.0
+                if paths == [()]
+                else max(topo.path_latency_s(p) + share / topo.capacity[list(p)].min() for p in paths)
+            )
             assert net.estimate_time_s(s.node, d.node, 1e8) == net.estimate_time_s(s.node, d.node, 1e8) == direct
 
 
@@ -320,6 +356,7 @@ def _callback_run(model, spec, batched):
         for i in indices:
             assert done[i] is None, "each flow is reported once"
             done[i] = c.sim.now
+
     if batched:
         c.network.transfer_many(flows, name="batch", on_flow_done=mark)
     else:
@@ -338,7 +375,7 @@ def test_per_flow_callbacks_report_each_flow_at_its_finish(model):
     spec = [(0, 5, 3e8), (1, 5, 1e8), (2, 6, 2e8), (3, 3, 1e8), (4, 7, 0.0), (0, 7, 4e8)]
     done, span_ends = _callback_run(model, spec, batched=True)
     assert done == pytest.approx(span_ends, rel=REL)
-    assert len(set(done)) > 2                    # flows finish at different times, each reported then
+    assert len(set(done)) > 2  # flows finish at different times, each reported then
 
 
 def test_one_call_with_per_flow_callbacks_equals_one_call_per_flow():
@@ -350,22 +387,28 @@ def test_one_call_with_per_flow_callbacks_equals_one_call_per_flow():
 def _analytical_run(spec, few_entries: int):
     saved, network._FEW_ENTRIES = network._FEW_ENTRIES, few_entries
     try:
-        c = make_cluster("analytical", nodes=4, gpus_per_node=2,
-                         topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2})
-        events = [c.network.transfer_many([(c.devices[s].node, c.devices[d].node, b) for s, d, b in flows])
-                  for flows in spec]
+        c = make_cluster(
+            "analytical", nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2}
+        )
+        events = [
+            c.network.transfer_many([(c.devices[s].node, c.devices[d].node, b) for s, d, b in flows]) for flows in spec
+        ]
         c.sim.env.run()
     finally:
         network._FEW_ENTRIES = saved
-    return [e.value for e in events], c.network.link_bytes.tolist(), c.network.link_busy_s.tolist(), \
-        c.sim.recorder.frame()["end_s"].tolist()
+    return (
+        [e.value for e in events],
+        c.network.link_bytes.tolist(),
+        c.network.link_busy_s.tolist(),
+        c.sim.recorder.frame()["end_s"].tolist(),
+    )
 
 
 def test_analytical_transfers_of_few_entries_match_the_numpy_path_to_the_last_bit():
     """Small transfers (an ECMP-sprayed cross-leaf flow, an NVLink flow, a flow to itself, flows
     sharing links) take the plain-Python path; every time and byte count equals the numpy path's."""
     spec = [[(0, 5, 3e8)], [(1, 0, 1e8)], [(2, 2, 1e8)], [(0, 5, 2e8), (1, 5, 1e8), (4, 0, 7e7)], [(3, 6, 0.0)]]
-    assert max(network._FEW_ENTRIES, 0) >= 12          # each call above is "few"
+    assert max(network._FEW_ENTRIES, 0) >= 12  # each call above is "few"
     few, vectorised = _analytical_run(spec, network._FEW_ENTRIES), _analytical_run(spec, -1)
     assert few == vectorised
     assert sum(few[1]) > 0 and len(set(few[3])) > 2

@@ -5,6 +5,7 @@ Bottleneck cases have known answers: a ring all-reduce across two hosts waits on
 collective with NVLink slowed 20x waits on NVLink; an all-to-all over a 4:1 oversubscribed fat-tree
 waits on the leaf uplinks. Interval maths is checked against hand-computed spans.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,10 @@ FATTREE = "scenarios/alltoall-fattree-oversub.yaml"
 
 def spans(*rows) -> pd.DataFrame:
     """Spans from (component, track, name, start, end[, category]) tuples."""
-    df = pd.DataFrame([(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[5] if len(r) > 5 else "") for r in rows],
-                      columns=["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"])
+    df = pd.DataFrame(
+        [(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[5] if len(r) > 5 else "") for r in rows],
+        columns=["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"],
+    )
     df["duration_s"] = df["end_s"] - df["start_s"]
     return df
 
@@ -40,35 +43,42 @@ def ring_nic_bound():
 
 
 # ---- resources and interval maths ---------------------------------------------------------------
-@pytest.mark.parametrize("component,track,category,expected", [
-    ("h0/g3", "compute", "compute", "compute"),
-    ("h0/g3", "comm", "comm", "gpu:comm"),
-    ("h0/g3", "nic", "comm", "nic"),
-    ("h0/g3", "scale_up", "comm", "scale_up"),
-    ("h0/g3", "host", "comm", "host"),
-    ("h1/ddr5-host", "memory", "comm", "memory:ddr5-host"),
-    ("storage7/hdd", "memory", "comm", "storage:hdd"),
-    ("h0", "cpu", "compute", "cpu"),
-    ("preproc2/g0", "compute", "compute", "compute"),
-    ("h0", "trainer", "stall", "idle"),
-    ("h0/g0", "compute", "replayed", "replayed"),
-])
+@pytest.mark.parametrize(
+    "component,track,category,expected",
+    [
+        ("h0/g3", "compute", "compute", "compute"),
+        ("h0/g3", "comm", "comm", "gpu:comm"),
+        ("h0/g3", "nic", "comm", "nic"),
+        ("h0/g3", "scale_up", "comm", "scale_up"),
+        ("h0/g3", "host", "comm", "host"),
+        ("h1/ddr5-host", "memory", "comm", "memory:ddr5-host"),
+        ("storage7/hdd", "memory", "comm", "storage:hdd"),
+        ("h0", "cpu", "compute", "cpu"),
+        ("preproc2/g0", "compute", "compute", "compute"),
+        ("h0", "trainer", "stall", "idle"),
+        ("h0/g0", "compute", "replayed", "replayed"),
+    ],
+)
 def test_every_span_maps_to_the_resource_it_occupied(component, track, category, expected):
     assert resource_of(component, track, category) == expected
 
 
 def test_busy_time_counts_overlapping_spans_on_one_instance_once():
-    df = spans(("h0/g0", "nic", "a ->h1/g0", 0.0, 2.0), ("h0/g0", "nic", "b ->h1/g1", 1.0, 3.0),
-               ("h0/g1", "nic", "c ->h1/g2", 0.0, 1.0))
+    df = spans(
+        ("h0/g0", "nic", "a ->h1/g0", 0.0, 2.0),
+        ("h0/g0", "nic", "b ->h1/g1", 1.0, 3.0),
+        ("h0/g1", "nic", "c ->h1/g2", 0.0, 1.0),
+    )
     table = busy_by_resource(df, window_s=4.0).set_index("resource")
     assert table.loc["nic", "instances"] == 2
-    assert table.loc["nic", "busy_s"] == pytest.approx(3.0 + 1.0)          # [0,3] on g0 + [0,1] on g1
+    assert table.loc["nic", "busy_s"] == pytest.approx(3.0 + 1.0)  # [0,3] on g0 + [0,1] on g1
     assert table.loc["nic", "utilisation"] == pytest.approx(4.0 / (2 * 4.0))
 
 
 def test_utilisation_over_time_integrates_to_the_busy_time():
-    df = spans(("h0/g0", "compute", "k", 0.0, 1.0), ("h0/g0", "compute", "k", 2.5, 4.0),
-               ("h0/g1", "compute", "k", 0.5, 3.0))
+    df = spans(
+        ("h0/g0", "compute", "k", 0.0, 1.0), ("h0/g0", "compute", "k", 2.5, 4.0), ("h0/g1", "compute", "k", 0.5, 3.0)
+    )
     util = utilisation_over_time(df, bins=40)
     width = 4.0 / 40
     assert (util["compute"] * width * 2).sum() == pytest.approx(1.0 + 1.5 + 2.5)
@@ -76,8 +86,13 @@ def test_utilisation_over_time_integrates_to_the_busy_time():
 
 
 def test_tier_bytes_reads_leave_the_tier_and_writes_enter_it():
-    links = pd.DataFrame({"link": ["h0/ddr5->h0/cpu", "h0/cpu->h0/ddr5", "h1/ddr5->h1/cpu", "storage3/hdd->storage3"],
-                          "kind": ["memory"] * 4, "bytes": [10.0, 4.0, 6.0, 7.0]})
+    links = pd.DataFrame(
+        {
+            "link": ["h0/ddr5->h0/cpu", "h0/cpu->h0/ddr5", "h1/ddr5->h1/cpu", "storage3/hdd->storage3"],
+            "kind": ["memory"] * 4,
+            "bytes": [10.0, 4.0, 6.0, 7.0],
+        }
+    )
     table = tier_bytes(links).set_index(["tier", "where"])
     assert table.loc[("ddr5", "host"), "read_bytes"] == 16.0
     assert table.loc[("ddr5", "host"), "write_bytes"] == 4.0
@@ -86,10 +101,12 @@ def test_tier_bytes_reads_leave_the_tier_and_writes_enter_it():
 
 # ---- critical path --------------------------------------------------------------------------------
 def test_critical_path_follows_the_chain_of_last_finishers():
-    df = spans(("h0/g0", "compute", "A", 0.0, 1.0, "compute"),
-               ("h0/g1", "compute", "short side job", 0.0, 0.5, "compute"),
-               ("h0/g0", "nic", "B ->h1/g0", 1.0, 3.0, "comm"),
-               ("h1/g0", "compute", "C", 3.5, 4.0, "compute"))
+    df = spans(
+        ("h0/g0", "compute", "A", 0.0, 1.0, "compute"),
+        ("h0/g1", "compute", "short side job", 0.0, 0.5, "compute"),
+        ("h0/g0", "nic", "B ->h1/g0", 1.0, 3.0, "comm"),
+        ("h1/g0", "compute", "C", 3.5, 4.0, "compute"),
+    )
     path = critical_path(df)
     assert list(path["name"]) == ["A", "B ->h1/g0", "C"]
     assert list(path["gap_before_s"]) == [0.0, 0.0, 0.5]
@@ -104,9 +121,11 @@ def test_a_flow_is_preferred_to_the_stream_span_that_waits_for_it():
 
 
 def test_replayed_layers_do_not_compete_for_the_bottleneck():
-    df = spans(("h0/g0", "compute", "L0 attention", 0.0, 1.0, "attention"),
-               ("h0/g0", "scale_up", "L0 all_reduce ->h0/g1", 1.0, 1.2, "comm"),
-               ("h0/g0", "compute", "L1 (replayed)", 1.2, 10.0, "replayed"))
+    df = spans(
+        ("h0/g0", "compute", "L0 attention", 0.0, 1.0, "attention"),
+        ("h0/g0", "scale_up", "L0 all_reduce ->h0/g1", 1.0, 1.2, "comm"),
+        ("h0/g0", "compute", "L1 (replayed)", 1.2, 10.0, "replayed"),
+    )
     report = bottleneck_report(df)
     assert report["resource"] == "compute"
     assert report["share_of_critical_path"] == pytest.approx(1.0 / 1.2)
@@ -117,13 +136,14 @@ def test_ring_allreduce_across_hosts_is_nic_bound_on_a_nic_link(ring_nic_bound):
     assert b["resource"] == "nic"
     assert b["share_of_critical_path"] > 0.9
     src, dst = b["link"].split("->")
-    assert dst == "switch" and src.startswith("h")          # a GPU's NIC uplink
+    assert dst == "switch" and src.startswith("h")  # a GPU's NIC uplink
     assert b["link_utilisation"] > 0.9
 
 
 def test_hierarchical_allreduce_with_slow_nvlink_is_nvlink_bound():
-    result = run(load_scenario(ALLREDUCE, ["hardware.scale_up={base: nvlink4, bandwidth: 20GB/s}",
-                                           "workload.bytes=256MiB"]))
+    result = run(
+        load_scenario(ALLREDUCE, ["hardware.scale_up={base: nvlink4, bandwidth: 20GB/s}", "workload.bytes=256MiB"])
+    )
     b = result.bottleneck
     assert b["resource"] == "scale_up" and b["share_of_critical_path"] > 0.9
     assert b["link"].endswith("/nvs") or "/nvs->" in b["link"]
@@ -137,8 +157,10 @@ def test_alltoall_on_an_oversubscribed_fat_tree_is_bound_by_the_leaf_uplinks():
 
 
 def test_compute_bound_chain_names_compute_and_the_summary_rows_say_so():
-    df = spans(*[("h0/g0", "compute", f"k{i}", i, i + 0.9, "compute") for i in range(5)],
-               *[("h0/g0", "nic", f"s{i} ->h1/g0", i + 0.9, i + 1.0, "comm") for i in range(5)])
+    df = spans(
+        *[("h0/g0", "compute", f"k{i}", i, i + 0.9, "compute") for i in range(5)],
+        *[("h0/g0", "nic", f"s{i} ->h1/g0", i + 0.9, i + 1.0, "comm") for i in range(5)],
+    )
     report = bottleneck_report(df)
     assert report["resource"] == "compute" and report["share_of_critical_path"] == pytest.approx(0.9)
     assert summary_rows(report)[0] == ("bottleneck", "GPU compute, 90% of critical path")
@@ -147,12 +169,12 @@ def test_compute_bound_chain_names_compute_and_the_summary_rows_say_so():
 # ---- trace ---------------------------------------------------------------------------------------
 def test_trace_has_one_process_per_host_and_named_threads_with_bytes(ring_nic_bound):
     trace = chrome_trace(ring_nic_bound.spans)
-    json.dumps(trace)                                       # serialisable
+    json.dumps(trace)  # serialisable
     events = trace["traceEvents"]
     procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"host 0", "host 1", "cluster utilisation"} <= set(procs.values())
-    assert {"g7 nic", "g0 scale_up"} <= set(threads.values())      # the ring leaves a host from g7
+    assert {"g7 nic", "g0 scale_up"} <= set(threads.values())  # the ring leaves a host from g7
     slices = [e for e in events if e["ph"] == "X"]
     assert len(slices) == len(ring_nic_bound.spans)
     for e in slices:
@@ -161,7 +183,7 @@ def test_trace_has_one_process_per_host_and_named_threads_with_bytes(ring_nic_bo
     host = int(procs[flow["pid"]].split()[1])
     assert flow["args"]["bytes"] == 256 * 2**20 / 16 and flow["args"]["size"] == "16 MiB"
     assert threads[(flow["pid"], flow["tid"])].endswith("nic") and host in (0, 1)
-    assert any(e["ph"] == "C" for e in events)              # utilisation counters
+    assert any(e["ph"] == "C" for e in events)  # utilisation counters
 
 
 def test_trace_size_cap_and_time_window(ring_nic_bound):
@@ -179,9 +201,23 @@ def test_trace_size_cap_and_time_window(ring_nic_bound):
 # ---- CLI output ----------------------------------------------------------------------------------
 def test_dcsim_run_out_writes_plots_trace_and_the_bottleneck_report(tmp_path, capsys):
     from sim.cli import main
+
     with pytest.raises(SystemExit) as done:
-        main(["run", ALLREDUCE, "--set", "workload.algorithm=ring", "--set", "workload.bytes=64MiB",
-              "--out", str(tmp_path), "--quiet", "--trace-window", "0:1ms"])
+        main(
+            [
+                "run",
+                ALLREDUCE,
+                "--set",
+                "workload.algorithm=ring",
+                "--set",
+                "workload.bytes=64MiB",
+                "--out",
+                str(tmp_path),
+                "--quiet",
+                "--trace-window",
+                "0:1ms",
+            ]
+        )
     assert done.value.code == 0
     table = capsys.readouterr().out
     assert "bottleneck" in table and "NIC (scale-out)" in table and "critical path" in table
@@ -191,13 +227,14 @@ def test_dcsim_run_out_writes_plots_trace_and_the_bottleneck_report(tmp_path, ca
     for name in ("timeline", "utilisation", "links", "topology"):
         with Image.open(tmp_path / f"{name}.png") as img:
             assert img.size[0] > 400 and img.size[1] > 200
-    assert not (tmp_path / "tier_bytes.png").exists()        # no tier traffic in a collective
+    assert not (tmp_path / "tier_bytes.png").exists()  # no tier traffic in a collective
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert max(e["ts"] for e in trace["traceEvents"] if e["ph"] == "X") <= 1e3
 
 
 def test_json_output_keeps_the_contract_fields_and_adds_the_report(capsys):
     from sim.cli import main
+
     with pytest.raises(SystemExit):
         main(["run", ALLREDUCE, "--set", "workload.bytes=1MiB", "--json"])
     out = json.loads(capsys.readouterr().out)
@@ -208,12 +245,13 @@ def test_json_output_keeps_the_contract_fields_and_adds_the_report(capsys):
 # ---- plots from data (no simulation) -------------------------------------------------------------
 def _labelled(fig) -> None:
     for ax in fig.axes:
-        if ax.axison and ax.has_data() and ax.get_label() != "<colorbar>":      # graph drawings: axis off
+        if ax.axison and ax.has_data() and ax.get_label() != "<colorbar>":  # graph drawings: axis off
             assert ax.get_xlabel() or ax.get_ylabel(), "every plotted axis has a label"
 
 
 def test_generic_plots_label_their_axes(ring_nic_bound, tmp_path):
     import matplotlib.pyplot as plt
+
     for name in ("timeline", "utilisation", "links", "topology", "tier_bytes"):
         fig = getattr(ring_nic_bound.plot, name)()
         _labelled(fig)
@@ -224,29 +262,47 @@ def test_kind_specific_plots_draw_from_metrics(tmp_path):
     from sim.workloads.cp_inference.plots import cp_breakdown, cp_scaling
     from sim.workloads.embedding.plots import embedding_load, plan_load
     from sim.workloads.ingestion.plots import ingestion_buffers
+
     bd = {"dense": 1.0, "attention": 2.0, "merge": 0.1, "ring_exposed": 0.2, "tp_allreduce": 0.7, "total": 4.0}
-    fig = cp_breakdown({"prefill_breakdown_s": bd, "ring_algorithm": "pass-kv", "tp": 8, "cp": 2,
-                        "ring_steps": [{"step": 0, "attention_s": 1.0, "exposed_s": 0.0, "send_s": 0.5}]},
-                       path=tmp_path / "cp.png")
+    fig = cp_breakdown(
+        {
+            "prefill_breakdown_s": bd,
+            "ring_algorithm": "pass-kv",
+            "tp": 8,
+            "cp": 2,
+            "ring_steps": [{"step": 0, "attention_s": 1.0, "exposed_s": 0.0, "send_s": 0.5}],
+        },
+        path=tmp_path / "cp.png",
+    )
     _labelled(fig)
     table = pd.DataFrame({"hosts": [1, 1, 2, 2], "ring": ["pass-kv", "pass-q"] * 2, "ttft_s": [8.0, 8.0, 4.1, 4.6]})
     cp_scaling(table, path=tmp_path / "scaling.png")
-    plan = {"t0": {"ranks": "0-1", "estimated_s": 2.0, "hbm_bytes": 4.0, "slow_bytes": 2.0},
-            "t1": {"ranks": "all", "estimated_s": 4.0, "hbm_bytes": 8.0, "slow_bytes": 0.0}}
+    plan = {
+        "t0": {"ranks": "0-1", "estimated_s": 2.0, "hbm_bytes": 4.0, "slow_bytes": 2.0},
+        "t1": {"ranks": "all", "estimated_s": 4.0, "hbm_bytes": 8.0, "slow_bytes": 0.0},
+    }
     load = plan_load(plan, 4)
     assert list(load["estimated_s"]) == [2.0, 2.0, 1.0, 1.0] and load["hbm_bytes"].sum() == 12.0
-    emb = spans(("h0/g0", "compute", "embedding_fwd", 0.0, 1.0, "embedding"),
-                ("h0/g1", "compute", "embedding_bwd_update", 0.0, 3.0, "embedding"))
+    emb = spans(
+        ("h0/g0", "compute", "embedding_fwd", 0.0, 1.0, "embedding"),
+        ("h0/g1", "compute", "embedding_bwd_update", 0.0, 3.0, "embedding"),
+    )
     embedding_load({"plan": plan, "load_imbalance": 1.5}, emb, 4, path=tmp_path / "emb.png")
-    ingestion_buffers({"buffer_trace_columns": ["t_s", "buffer_fill", "stall_fraction", "workers", "core_utilisation"],
-                       "buffer_trace": [[2.0, 0.5, 0.1, 3, 0.9], [4.0, 0.9, 0.0, 4, 0.8]],
-                       "data_stall_fraction": 0.05}, path=tmp_path / "ing.png")
+    ingestion_buffers(
+        {
+            "buffer_trace_columns": ["t_s", "buffer_fill", "stall_fraction", "workers", "core_utilisation"],
+            "buffer_trace": [[2.0, 0.5, 0.1, 3, 0.9], [4.0, 0.9, 0.0, 4, 0.8]],
+            "data_stall_fraction": 0.05,
+        },
+        path=tmp_path / "ing.png",
+    )
     for name in ("cp", "scaling", "emb", "ing"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000
 
 
 def test_trace_screenshot_renders_hosts_and_lanes(ring_nic_bound, tmp_path):
     from sim.report.trace_view import render_trace
+
     fig = render_trace(chrome_trace(ring_nic_bound.spans), max_lanes=6)
     labels = [t.get_text() for t in fig.axes[1].get_yticklabels()]
     assert labels[0] == "host 0" and sum(not lab.startswith("   ") for lab in labels) >= 1
@@ -256,6 +312,7 @@ def test_trace_screenshot_renders_hosts_and_lanes(ring_nic_bound, tmp_path):
 # ---- seeds, progress, reference docs -------------------------------------------------------------
 def test_confidence_interval_is_the_student_t_interval():
     from sim.studies.seeds import confidence_summary
+
     summary = confidence_summary(pd.DataFrame({"x": [1.0, 2.0, 3.0], "const": [5.0, 5.0, 5.0]}))
     half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
     assert summary.loc["x", "mean"] == 2.0
@@ -265,18 +322,20 @@ def test_confidence_interval_is_the_student_t_interval():
 
 def test_run_seeds_gives_one_row_per_seed():
     from sim.studies.seeds import run_seeds
+
     scenario = make_scenario({"kind": "collective", "bytes": "1 MiB"})
     per_seed, summary = run_seeds(scenario, seeds=[0, 1])
     assert list(per_seed.index) == [0, 1] and summary.loc["time_s", "n"] == 2
-    assert summary.loc["time_s", "std"] == 0.0              # a collective draws no random numbers
+    assert summary.loc["time_s", "std"] == 0.0  # a collective draws no random numbers
 
 
 def test_progress_bar_does_not_change_the_run(capsys):
     from sim.engine.progress import progress_enabled
+
     scenario = load_scenario(ALLREDUCE, ["workload.bytes=16MiB"])
     quiet, shown = run(scenario), run(scenario, progress=True)
     assert quiet.metrics == shown.metrics and quiet.events == shown.events
-    assert not progress_enabled(quiet=False)                # pytest's stderr is not a terminal
+    assert not progress_enabled(quiet=False)  # pytest's stderr is not a terminal
     assert not progress_enabled(quiet=True)
 
 
@@ -285,6 +344,7 @@ def test_scenario_reference_page_is_up_to_date():
 
     from sim.scenario.schema_doc import scenario_reference_markdown
     from sim.workloads import kinds
+
     page = scenario_reference_markdown()
     committed = (Path(__file__).resolve().parents[2] / "docs" / "scenario-reference.md").read_text()
     assert committed == page, "regenerate: dcsim schema --markdown > docs/scenario-reference.md"
@@ -295,8 +355,18 @@ def test_scenario_reference_page_is_up_to_date():
 
 def test_topology_drawing_aggregates_large_clusters():
     from sim.report.plot_topology import aggregate, node_groups
-    result = run(load_scenario(FATTREE, ["hardware.nodes=64", "hardware.topology={kind: rail-optimized, spines: 4}",
-                                         "workload.bytes=1MiB", "network_model=analytical"]))
+
+    result = run(
+        load_scenario(
+            FATTREE,
+            [
+                "hardware.nodes=64",
+                "hardware.topology={kind: rail-optimized, spines: 4}",
+                "workload.bytes=1MiB",
+                "network_model=analytical",
+            ],
+        )
+    )
     topo = result.cluster.topology
     mapping, role = node_groups(topo, max_hosts=16)
     hosts = sorted({v for v in mapping.values() if role[v] == "host"})

@@ -7,6 +7,7 @@ machine prints the contract JSON. With torch (skipped cleanly without it): the q
 this CPU and its errors stay inside measured bounds; ring attention across 2 processes equals the
 single-process attention. CUDA cases skip without a GPU.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,20 +28,34 @@ from validation.records import Record, load_record_sets, load_records, save_reco
 
 REPO = Path(__file__).resolve().parents[2]
 STORED = REPO / "validation" / "records"
-NOMINAL = {"kind": "cpu", "cores": 1, "memory": 16e9, "memory_bandwidth": 40e9,
-           "peak": {"fp32": 160e9, "bf16": 2.6e12}, "fit_peak": ["bf16"], "source": "test nominal"}
-TRUE = {"gemm": 0.9, "gemm_half_dim": 12.0, "attention": 0.55, "attention_half_seq": 300.0, "memory": 0.45,
-        "launch_overhead": 6e-6, "peak_bf16": 1.3e12}
+NOMINAL = {
+    "kind": "cpu",
+    "cores": 1,
+    "memory": 16e9,
+    "memory_bandwidth": 40e9,
+    "peak": {"fp32": 160e9, "bf16": 2.6e12},
+    "fit_peak": ["bf16"],
+    "source": "test nominal",
+}
+TRUE = {
+    "gemm": 0.9,
+    "gemm_half_dim": 12.0,
+    "attention": 0.55,
+    "attention_half_seq": 300.0,
+    "memory": 0.45,
+    "launch_overhead": 6e-6,
+    "peak_bf16": 1.3e12,
+}
 
 
 def _rec(name, workload, params, seconds, family="primitive", **kw) -> Record:
-    return Record(name=name, family=family, workload=workload, params=params, device="test-cpu",
-                  median_s=seconds, **kw)
+    return Record(name=name, family=family, workload=workload, params=params, device="test-cpu", median_s=seconds, **kw)
 
 
 def synthetic_primitives(values: dict = TRUE) -> list[Record]:
     """Primitive records whose times are the device model's own, for known parameter values."""
     from validation.calibrate import build_device
+
     spec = build_device("truth", NOMINAL, values)
     recs = []
     for dtype in ("fp32", "bf16"):
@@ -57,11 +72,15 @@ def synthetic_primitives(values: dict = TRUE) -> list[Record]:
 
 
 def link_primitives(latency_s=50e-6, bytes_per_s=1.5e9) -> list[Record]:
-    return [_rec(f"{op}/{s}", op, {"bytes": s, "ranks": 2}, link_time_s(op, s, latency_s, bytes_per_s), processes=2)
-            for op in ("send_recv", "all_reduce", "all_to_all") for s in (4096, 2**20, 2**24)]
+    return [
+        _rec(f"{op}/{s}", op, {"bytes": s, "ranks": 2}, link_time_s(op, s, latency_s, bytes_per_s), processes=2)
+        for op in ("send_recv", "all_reduce", "all_to_all")
+        for s in (4096, 2**20, 2**24)
+    ]
 
 
 # ---- records ------------------------------------------------------------------------------------
+
 
 def test_records_round_trip_json_and_yaml(tmp_path):
     recs = synthetic_primitives()[:3]
@@ -72,13 +91,16 @@ def test_records_round_trip_json_and_yaml(tmp_path):
         assert meta["nominal"]["test-cpu"]["peak"]["fp32"] == 160e9
 
 
-@pytest.mark.parametrize("mutate, expected", [
-    (lambda r: r.pop("median_s"), "records.0.median_s: required key is missing"),
-    (lambda r: r.update(median_s=-1.0), "records.0.median_s: -1.0: Input should be greater than 0"),
-    (lambda r: r.update(colour="red"), "records.0.colour: unknown key"),
-    (lambda r: r.update(family="guess"), "records.0.family: 'guess'"),
-    (lambda r: r.update(workload="fft"), "records.0.workload: 'fft'"),
-])
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda r: r.pop("median_s"), "records.0.median_s: required key is missing"),
+        (lambda r: r.update(median_s=-1.0), "records.0.median_s: -1.0: Input should be greater than 0"),
+        (lambda r: r.update(colour="red"), "records.0.colour: unknown key"),
+        (lambda r: r.update(family="guess"), "records.0.family: 'guess'"),
+        (lambda r: r.update(workload="fft"), "records.0.workload: 'fft'"),
+    ],
+)
 def test_bad_record_files_give_one_line_errors(tmp_path, mutate, expected):
     raw = synthetic_primitives()[0].model_dump(mode="json")
     mutate(raw)
@@ -106,6 +128,7 @@ def test_published_figures_load_as_calibration_records():
 
 # ---- calibration --------------------------------------------------------------------------------
 
+
 def test_device_fit_recovers_the_parameters_that_generated_the_primitives():
     fit = fit_device(synthetic_primitives(), NOMINAL, "fitted")
     eff = fit.spec.efficiency
@@ -116,20 +139,28 @@ def test_device_fit_recovers_the_parameters_that_generated_the_primitives():
     assert eff.attention_half_seq == pytest.approx(TRUE["attention_half_seq"], rel=1e-2)
     assert fit.spec.launch_overhead == pytest.approx(TRUE["launch_overhead"], rel=1e-2)
     assert fit.spec.peak.bf16 == pytest.approx(TRUE["peak_bf16"], rel=1e-3)
-    assert fit.spec.peak.fp32 == NOMINAL["peak"]["fp32"]          # nominal peaks stay nominal
+    assert fit.spec.peak.fp32 == NOMINAL["peak"]["fp32"]  # nominal peaks stay nominal
 
 
 def test_device_fit_ignores_compositions_and_held_out_primitives():
     base = synthetic_primitives()
-    noise = [_rec("transformer_prefill/x", "transformer_prefill", {}, 99.0, family="composition"),
-             _rec("embedding_bag/x", "embedding_bag", {}, 99.0)]
+    noise = [
+        _rec("transformer_prefill/x", "transformer_prefill", {}, 99.0, family="composition"),
+        _rec("embedding_bag/x", "embedding_bag", {}, 99.0),
+    ]
     assert fit_device(base + noise, NOMINAL, "a").spec == fit_device(base, NOMINAL, "a").spec
 
 
 def test_row_gathers_move_at_the_gather_efficiency_and_default_to_streaming():
-    spec = DeviceSpec(name="d", memory=1e9, memory_bandwidth=100e9, peak={"fp32": 1e12}, launch_overhead=1e-6,
-                      efficiency=Efficiency(memory=0.8))
-    assert spec.memory_time_s(0, gather_bytes=8e9) == spec.memory_time_s(8e9)       # unset: as streaming
+    spec = DeviceSpec(
+        name="d",
+        memory=1e9,
+        memory_bandwidth=100e9,
+        peak={"fp32": 1e12},
+        launch_overhead=1e-6,
+        efficiency=Efficiency(memory=0.8),
+    )
+    assert spec.memory_time_s(0, gather_bytes=8e9) == spec.memory_time_s(8e9)  # unset: as streaming
     slow = spec.model_copy(update={"efficiency": Efficiency(memory=0.8, gather=0.2)})
     assert slow.memory_time_s(4e9, gather_bytes=8e9) == pytest.approx(4e9 / 80e9 + 8e9 / 20e9 + 1e-6)
 
@@ -140,8 +171,9 @@ def test_gather_fit_recovers_the_efficiency_that_generated_the_embedding_bag_rec
     recs = []
     for rows, pooling in [(10**5, 8), (10**6, 32), (4 * 10**6, 16)]:
         p = {"rows": rows, "dim": 64, "pooling": pooling, "batch": 512, "zipf_alpha": 0.0, "dtype": "fp32"}
-        recs.append(_rec(f"embedding_bag/{rows}/{pooling}", "embedding_bag", p,
-                         primitive_time_s(truth, "embedding_bag", p)))
+        recs.append(
+            _rec(f"embedding_bag/{rows}/{pooling}", "embedding_bag", p, primitive_time_s(truth, "embedding_bag", p))
+        )
     spec, used = fit_gather(fit.spec, synthetic_primitives() + recs)
     assert spec.efficiency.gather == pytest.approx(0.17, rel=1e-9)
     assert len(used) == 3 and spec.efficiency.memory == fit.spec.efficiency.memory
@@ -149,6 +181,7 @@ def test_gather_fit_recovers_the_efficiency_that_generated_the_embedding_bag_rec
 
 def test_gpu_samples_are_the_mean_of_back_to_back_calls():
     from validation.timing import measure
+
     calls = []
     t = measure(lambda: calls.append(1), repeats=4, warmup=1, inner=10)
     assert len(calls) == 1 + 4 * 10 and t.repeats == 4 and t.median_s < 1e-3
@@ -164,11 +197,19 @@ def test_link_fit_recovers_latency_and_bandwidth_from_send_recv_and_all_reduce()
 def test_profiles_are_catalog_yaml_a_scenario_names_by_path(tmp_path):
     from sim.runner import run
     from sim.scenario.model import load_scenario
+
     cal = calibrate(synthetic_primitives() + link_primitives(), NOMINAL, "test-cpu-1t", tmp_path / "profiles")
     assert DeviceSpec.model_validate(yaml.safe_load(cal.device_path.read_text())) == cal.device
-    scenario = {"name": "gemm-on-profile", "hardware": {"gpu": "profiles/test-cpu-1t.yaml", "gpus_per_node": 1,
-                                                      "nodes": 2, "nic": "profiles/test-cpu-1t-link.yaml"},
-                "workload": {"kind": "collective", "op": "send_recv", "bytes": 2**20, "algorithm": "direct"}}
+    scenario = {
+        "name": "gemm-on-profile",
+        "hardware": {
+            "gpu": "profiles/test-cpu-1t.yaml",
+            "gpus_per_node": 1,
+            "nodes": 2,
+            "nic": "profiles/test-cpu-1t-link.yaml",
+        },
+        "workload": {"kind": "collective", "op": "send_recv", "bytes": 2**20, "algorithm": "direct"},
+    }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
     loaded = load_scenario(tmp_path / "s.yaml")
     assert loaded.hardware.gpu.efficiency == cal.device.efficiency
@@ -182,21 +223,28 @@ def test_lockstep_primitives_calibrate_the_profile_context_parallel_ranks_run_on
     slower = {**TRUE, "attention": 0.4, "memory": 0.3}
     together = [r.model_copy(update={"name": "x2/" + r.name, "processes": 2}) for r in synthetic_primitives(slower)]
     cal = calibrate(synthetic_primitives() + together + link_primitives(), NOMINAL, "t-1t", tmp_path)
-    assert cal.device.efficiency.attention == pytest.approx(TRUE["attention"], rel=1e-3)     # alone: unchanged
+    assert cal.device.efficiency.attention == pytest.approx(TRUE["attention"], rel=1e-3)  # alone: unchanged
     assert cal.lockstep.efficiency.attention == pytest.approx(0.4, rel=1e-3)
     assert cal.lockstep.efficiency.memory == pytest.approx(0.3, rel=1e-3)
     assert cal.lockstep_path.name == "t-1t-x2.yaml"
     params = {"layers": 1, "hidden": 256, "ffn": 704, "heads": 4, "seq": 1024, "dtype": "fp32"}
     alone = _rec("transformer_prefill/x", "transformer_prefill", params, 1.0, family="composition")
-    ring = _rec("ring_attention/pass-kv/x", "ring_attention", {**params, "cp": 2, "ring": "pass-kv"}, 1.0,
-                family="composition", processes=2)
+    ring = _rec(
+        "ring_attention/pass-kv/x",
+        "ring_attention",
+        {**params, "cp": 2, "ring": "pass-kv"},
+        1.0,
+        family="composition",
+        processes=2,
+    )
     cases = {c.name: c for c in Predictor(cal).predict([alone, ring])}
     assert "x2 profile" in cases[ring.name].method and "x2" not in cases[alone.name].method
     without = Predictor(calibrate(synthetic_primitives() + link_primitives(), NOMINAL, "t-1t"))
-    assert cases[ring.name].predicted_s > without.predict([ring])[0].predicted_s     # slower device
+    assert cases[ring.name].predicted_s > without.predict([ring])[0].predicted_s  # slower device
 
 
 # ---- prediction and report ----------------------------------------------------------------------
+
 
 def test_collectives_predicted_by_the_simulator_equal_the_two_rank_closed_forms():
     recs = synthetic_primitives() + link_primitives(50e-6, 1.5e9)
@@ -208,13 +256,16 @@ def test_collectives_predicted_by_the_simulator_equal_the_two_rank_closed_forms(
 
 
 def test_report_figures_and_contract_json(tmp_path):
-    cases = [Case("a", "primitive", "gemm", 1.0, 1.1, "m"), Case("b", "composition", "dataloader", 2.0, 1.0, "m"),
-             Case("c", "composition", "embedding_step", 1.0, 1.2, "m"),
-             Case("p", "published", "cp_ttft", 5.0, 50.0, "m", excluded=True),
-             Case("n", "composition", "dataloader", 1.0, None, "none")]
+    cases = [
+        Case("a", "primitive", "gemm", 1.0, 1.1, "m"),
+        Case("b", "composition", "dataloader", 2.0, 1.0, "m"),
+        Case("c", "composition", "embedding_step", 1.0, 1.2, "m"),
+        Case("p", "published", "cp_ttft", 5.0, 50.0, "m", excluded=True),
+        Case("n", "composition", "dataloader", 1.0, None, "none"),
+    ]
     out = report.summary_json(cases)
     assert set(out) == {"cases", "median_rel_error", "max_rel_error", "mape"}
-    assert [c["name"] for c in out["cases"]] == ["a", "b", "c"]          # calibration figure and n/a left out
+    assert [c["name"] for c in out["cases"]] == ["a", "b", "c"]  # calibration figure and n/a left out
     assert set(out["cases"][0]) == {"name", "family", "predicted_s", "measured_s", "rel_error"}
     assert out["median_rel_error"] == pytest.approx(0.2)
     assert out["max_rel_error"] == pytest.approx(0.5)
@@ -234,8 +285,12 @@ def _stored_full_records() -> Path:
 def test_compare_stored_full_records_prints_the_contract_json(tmp_path):
     """`dcsim validate --compare` needs no torch: calibrate, predict and compare stored records."""
     path = _stored_full_records()
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "validate", "--compare", str(path), "--json",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "validate", "--compare", str(path), "--json", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) == {"cases", "median_rel_error", "max_rel_error", "mape"}
@@ -254,6 +309,7 @@ def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     scatter-add reading an int64 index per element), about 3x the traffic of the fused update
     (FBGEMM TBE) that dcsim models. Bounds: those figures with a few points of margin."""
     from validation.harness import validate
+
     path = STORED / "nvidia-h100-80gb-hbm3-full.json"
     result = validate(compare=path, out_dir=tmp_path, log=lambda msg: None)
     cases = {c.name: c for c in result.cases if c.family == "composition"}
@@ -275,6 +331,7 @@ def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
     cores the ranks compute on); DataLoader -9 / -15 %; embedding step -57 / -67 % (unfused
     backward, as on the H100, and a 480 MB last-level cache that no gather efficiency represents)."""
     from validation.harness import validate
+
     result = validate(compare=STORED / "intel-xeon-processor-1t-full.json", out_dir=tmp_path, log=lambda msg: None)
     cases = [c for c in result.cases if c.family == "composition"]
     by_kind = {}
@@ -291,18 +348,21 @@ def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
 def test_compare_with_a_broken_records_file_is_a_one_line_error(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"records": [{"name": "x"}]}')
-    proc = subprocess.run([sys.executable, "-m", "sim.cli", "validate", "--compare", str(bad)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "validate", "--compare", str(bad)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "records.0.family: required key is missing" in proc.stderr
 
 
 # ---- real measurements (torch) ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def quick_cpu(tmp_path_factory):
     pytest.importorskip("torch")
     from validation.harness import validate
+
     return validate("cpu", quick=True, out_dir=tmp_path_factory.mktemp("quick"), log=lambda msg: None)
 
 
@@ -312,8 +372,19 @@ def _family(result, family):
 
 def test_quick_harness_measures_every_workload_once(quick_cpu):
     workloads = {r.workload for r in quick_cpu.records}
-    assert workloads >= {"gemm", "sdpa", "copy", "embedding_bag", "send_recv", "all_reduce", "all_to_all",
-                         "transformer_prefill", "ring_attention", "dataloader", "embedding_step"}
+    assert workloads >= {
+        "gemm",
+        "sdpa",
+        "copy",
+        "embedding_bag",
+        "send_recv",
+        "all_reduce",
+        "all_to_all",
+        "transformer_prefill",
+        "ring_attention",
+        "dataloader",
+        "embedding_step",
+    }
     measured = [r for r in quick_cpu.records if r.family != "published"]
     assert all(r.threads == 1 and r.processes <= 2 and r.torch_version for r in measured)
     assert all(c.predicted_s is not None for c in quick_cpu.cases if c.family != "published")
@@ -327,7 +398,7 @@ def test_ring_attention_across_two_processes_equals_single_process_attention(qui
         assert r.checks["max_abs_error_vs_single_process"] < 1e-4
 
 
-@pytest.mark.slow   # timing bounds depend on a quiet machine: run with `pytest -m slow` there, not in CI
+@pytest.mark.slow  # timing bounds depend on a quiet machine: run with `pytest -m slow` there, not in CI
 def test_quick_harness_error_bounds_on_this_cpu(quick_cpu):
     # What was measured (development VM, 2 vCPUs shared with other sessions; a quiet core runs a
     # 1024^3 fp32 GEMM in 13.4 ms = 96 % of nominal peak): quick runs were only possible while
@@ -340,8 +411,10 @@ def test_quick_harness_error_bounds_on_this_cpu(quick_cpu):
     # below are set from that, loose enough for a CI machine's residual noise, and are checked only
     # when the machine was not shared (`busy` is False).
     if quick_cpu.busy:
-        pytest.skip(f"the cores were shared (fp32 GEMM at {100 * quick_cpu.gemm_peak_fraction:.0f}% of nominal "
-                    "peak, quiet: ~96%): wall times inflated, bounds not meaningful")
+        pytest.skip(
+            f"the cores were shared (fp32 GEMM at {100 * quick_cpu.gemm_peak_fraction:.0f}% of nominal "
+            "peak, quiet: ~96%): wall times inflated, bounds not meaningful"
+        )
     comp, prim = _family(quick_cpu, "composition"), _family(quick_cpu, "primitive")
     assert comp["median_rel_error"] < 0.35, comp
     assert comp["max_rel_error"] < 0.90, comp
@@ -353,6 +426,7 @@ def test_cuda_quick_harness_when_a_gpu_exists(tmp_path):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     from validation.harness import validate
+
     result = validate("cuda", quick=True, out_dir=tmp_path, log=lambda msg: None)
     assert _family(result, "primitive")["median_rel_error"] < 0.5
 
@@ -363,5 +437,5 @@ def test_cuda_request_without_a_gpu_is_a_one_line_error(tmp_path):
         pytest.skip("a CUDA device exists")
     with pytest.raises(ScenarioError, match="CUDA is not available"):
         from validation.harness import validate
-        validate("cuda", quick=True, out_dir=tmp_path, log=lambda msg: None)
 
+        validate("cuda", quick=True, out_dir=tmp_path, log=lambda msg: None)

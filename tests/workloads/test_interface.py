@@ -8,6 +8,7 @@
 - core code (sim/ outside sim/workloads/) never compares with a kind name nor keys a dispatch table
   on one: it reaches a kind through the registry.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,11 +30,22 @@ from sim.workloads import WORKLOADS, Workload, WorkloadBase, WorkloadConfig, con
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "metrics.json").read_text())
 # every kind's run gets these from sim/energy/meter.py, not from the workload
-POWER_METRICS = {"avg_power_w", "cluster_power_swing_w_per_s", "cost_usd", "energy_j", "energy_j_by_class",
-                 "energy_j_by_scope", "peak_power_w", "power_bin_s", "energy_per_token_j", "energy_per_sample_j"}
+POWER_METRICS = {
+    "avg_power_w",
+    "cluster_power_swing_w_per_s",
+    "cost_usd",
+    "energy_j",
+    "energy_j_by_class",
+    "energy_j_by_scope",
+    "peak_power_w",
+    "power_bin_s",
+    "energy_per_token_j",
+    "energy_per_sample_j",
+}
 # documented metrics no shipped scenario reports (they need an option the scenarios do not set)
-CONDITIONAL = {"training_campaign": {"interval_scan", "best_checkpoint_interval_s",
-                                     "best_effective_training_time_fraction"}}
+CONDITIONAL = {
+    "training_campaign": {"interval_scan", "best_checkpoint_interval_s", "best_effective_training_time_fraction"}
+}
 
 
 def _kind_of_file(path: Path) -> str | None:
@@ -79,10 +91,16 @@ def test_documented_metrics_are_the_ones_its_scenarios_report(workload):
         jobs = [data["workload"]] if isinstance(data.get("workload"), dict) else []
         if jobs and jobs[0].get("kind") == workload.kind:
             reported |= set(metrics)
-        for job in metrics.get("jobs", {}).values():       # several jobs: each job's own metrics
+        for job in metrics.get("jobs", {}).values():  # several jobs: each job's own metrics
             if job.get("kind") == workload.kind:
-                reported |= set(job) - {"kind", "hosts", "gpus", "completion_s", "alone_completion_s",
-                                        "slowdown_vs_alone"}
+                reported |= set(job) - {
+                    "kind",
+                    "hosts",
+                    "gpus",
+                    "completion_s",
+                    "alone_completion_s",
+                    "slowdown_vs_alone",
+                }
     assert reported, f"no golden scenario of kind {workload.kind}"
     documented = set(workload.metrics)
     assert reported - POWER_METRICS <= documented, "undocumented metrics"
@@ -104,8 +122,9 @@ def test_plots_and_bottleneck_are_lists_and_dicts(kind):
     metrics = GOLDEN[str(SHIPPED[kind].relative_to(ROOT))]
     cluster = SimpleNamespace(num_gpus=scenario.hardware.num_gpus)
     for m in (metrics, {}):
-        result = SimpleNamespace(scenario=scenario, metrics=m, spans=pd.DataFrame(), links=pd.DataFrame(),
-                                 cluster=cluster)
+        result = SimpleNamespace(
+            scenario=scenario, metrics=m, spans=pd.DataFrame(), links=pd.DataFrame(), cluster=cluster
+        )
         plots = workload_for(kind).plots(result)
         assert isinstance(plots, list)
         assert all(isinstance(stem, str) and callable(draw) for stem, draw in plots)
@@ -117,11 +136,19 @@ def test_plots_and_bottleneck_are_lists_and_dicts(kind):
 
 
 def test_plots_of_the_kinds_that_draw():
-    has_plots = {kind for kind in kinds()
-                 if workload_for(kind).plots(SimpleNamespace(
-                     scenario=load_scenario(str(SHIPPED[kind])),
-                     metrics=GOLDEN[str(SHIPPED[kind].relative_to(ROOT))], spans=pd.DataFrame(),
-                     links=pd.DataFrame(), cluster=SimpleNamespace(num_gpus=1)))}
+    has_plots = {
+        kind
+        for kind in kinds()
+        if workload_for(kind).plots(
+            SimpleNamespace(
+                scenario=load_scenario(str(SHIPPED[kind])),
+                metrics=GOLDEN[str(SHIPPED[kind].relative_to(ROOT))],
+                spans=pd.DataFrame(),
+                links=pd.DataFrame(),
+                cluster=SimpleNamespace(num_gpus=1),
+            )
+        )
+    }
     assert {"cp_inference", "embedding_training", "ingestion"} <= has_plots
 
 

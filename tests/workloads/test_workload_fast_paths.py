@@ -9,6 +9,7 @@ metrics pinned before it existed) on small cases.
 - cp_inference (sim/workloads/cp_inference/replay.py): one recorded layer replayed for the others, against
   simulating every layer (metrics, spans, link table), also where the span recorder fills up midway.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,39 +24,76 @@ from sim.scenario.model import scenario_from_dict
 # ---- ingestion: metrics pinned before the speed-ups -----------------------------------------------
 
 DLRM_FAULTS = {
-    "name": "speed-dlrm-faults", "seed": 0, "network_model": "flow",
-    "hardware": {"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": 2, "nic": "cx7-400g-rdma", "host_cpu": "xeon-8480",
-                 "host_cpus": 2, "topology": {"kind": "single-switch"}},
+    "name": "speed-dlrm-faults",
+    "seed": 0,
+    "network_model": "flow",
+    "hardware": {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 8,
+        "nodes": 2,
+        "nic": "cx7-400g-rdma",
+        "host_cpu": "xeon-8480",
+        "host_cpus": 2,
+        "topology": {"kind": "single-switch"},
+    },
     "workload": {
         "kind": "ingestion",
-        "dataset": {"samples": 100_000_000, "bytes_per_sample": 16_000, "columns": 800, "columns_read": 0.3,
-                    "compression": 3.0, "partition_bytes": "512 MiB"},
+        "dataset": {
+            "samples": 100_000_000,
+            "bytes_per_sample": 16_000,
+            "columns": 800,
+            "columns_read": 0.3,
+            "compression": 3.0,
+            "partition_bytes": "512 MiB",
+        },
         "storage": {"nodes": 40, "media": "hdd", "media_per_node": 12, "replication": 3, "nic": "eth-25g-tcp"},
-        "preprocessing": {"mode": "disaggregated", "workers": 11,
-                          "worker": {"cores": 32, "memory": "256 GiB", "nic": "eth-25g-tcp"},
-                          "cpu_s_per_sample": {"decode": 2.0e-4, "transform": 6.0e-4}, "batch_samples": 16384,
-                          "cores_per_batch": 8, "splits_in_flight": 4, "service_cv": 0.3},
+        "preprocessing": {
+            "mode": "disaggregated",
+            "workers": 11,
+            "worker": {"cores": 32, "memory": "256 GiB", "nic": "eth-25g-tcp"},
+            "cpu_s_per_sample": {"decode": 2.0e-4, "transform": 6.0e-4},
+            "batch_samples": 16384,
+            "cores_per_batch": 8,
+            "splits_in_flight": 4,
+            "service_cv": 0.3,
+        },
         "trainers": {"demand_samples_per_s_per_host": 200_000, "buffer_batches": 8},
-        "faults": [{"kind": "worker_crash", "at_s": 15, "count": 4, "restart_after_s": 10},
-                   {"kind": "storage_node_down", "at_s": 20, "count": 2}],
-        "duration_s": 30, "warmup_s": 10,
+        "faults": [
+            {"kind": "worker_crash", "at_s": 15, "count": 4, "restart_after_s": 10},
+            {"kind": "storage_node_down", "at_s": 20, "count": 2},
+        ],
+        "duration_s": 30,
+        "warmup_s": 10,
     },
 }
 VIDEO = {
-    "name": "speed-video", "seed": 0, "network_model": "flow",
-    "hardware": {"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": 1, "nic": "cx7-400g-rdma",
-                 "topology": {"kind": "single-switch"}},
+    "name": "speed-video",
+    "seed": 0,
+    "network_model": "flow",
+    "hardware": {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 8,
+        "nodes": 1,
+        "nic": "cx7-400g-rdma",
+        "topology": {"kind": "single-switch"},
+    },
     "workload": {
         "kind": "ingestion",
         "dataset": {"samples": 1_000_000, "bytes_per_sample": "75 MB", "partition_bytes": "600 MB"},
         "storage": {"nodes": 8, "media": "nvme-ssd", "media_per_node": 8, "replication": 3, "nic": "cx7-200g-rdma"},
-        "preprocessing": {"mode": "disaggregated", "workers": 4,
-                          "worker": {"cores": 112, "memory": "1 TiB", "nic": "cx7-200g-rdma", "gpus": 8,
-                                     "gpu": "h100-sxm"},
-                          "batch_samples": 4, "cores_per_batch": 8, "splits_in_flight": 16, "service_cv": 0.2},
+        "preprocessing": {
+            "mode": "disaggregated",
+            "workers": 4,
+            "worker": {"cores": 112, "memory": "1 TiB", "nic": "cx7-200g-rdma", "gpus": 8, "gpu": "h100-sxm"},
+            "batch_samples": 4,
+            "cores_per_batch": 8,
+            "splits_in_flight": 16,
+            "service_cv": 0.2,
+        },
         "trainers": {"demand_samples_per_s_per_host": 60, "buffer_batches": 8},
         "media": {"video_s": 60, "clip_s": 8, "keep_fraction": 0.5},
-        "duration_s": 40, "warmup_s": 10,
+        "duration_s": 40,
+        "warmup_s": 10,
     },
 }
 
@@ -69,14 +107,22 @@ def ingestion_case(name: str) -> dict:
 
 def fingerprint(m: dict) -> dict:
     """The ingestion metrics every shortcut must leave unchanged (energy included)."""
-    return {"trainer_samples_per_s": m["trainer_samples_per_s"], "data_stall_fraction": m["data_stall_fraction"],
-            "storage_read_bytes_per_s": m["storage_read_bytes_per_s"], "energy_j": m["energy_j"],
-            "peak_power_w": m["peak_power_w"], "cpu_j": m["energy_j_by_class"]["cpu"],
-            "gpu_j": m["energy_j_by_class"]["gpu"], "nic_j": m["energy_j_by_class"]["nic"],
-            "switch_j": m["energy_j_by_class"]["switch"], "batches": m["totals"]["batches_delivered"],
-            "delivered": m["exactly_once"]["samples_delivered"], "lost": m["samples_lost"],
-            "nic_tx": m["utilisation"].get("preprocessing_nic_tx"),
-            "trace_sum": sum(sum(row) for row in m["buffer_trace"])}
+    return {
+        "trainer_samples_per_s": m["trainer_samples_per_s"],
+        "data_stall_fraction": m["data_stall_fraction"],
+        "storage_read_bytes_per_s": m["storage_read_bytes_per_s"],
+        "energy_j": m["energy_j"],
+        "peak_power_w": m["peak_power_w"],
+        "cpu_j": m["energy_j_by_class"]["cpu"],
+        "gpu_j": m["energy_j_by_class"]["gpu"],
+        "nic_j": m["energy_j_by_class"]["nic"],
+        "switch_j": m["energy_j_by_class"]["switch"],
+        "batches": m["totals"]["batches_delivered"],
+        "delivered": m["exactly_once"]["samples_delivered"],
+        "lost": m["samples_lost"],
+        "nic_tx": m["utilisation"].get("preprocessing_nic_tx"),
+        "trace_sum": sum(sum(row) for row in m["buffer_trace"]),
+    }
 
 
 # recorded with the code before these speed-ups (git 7bd367d; python 3.11, numpy 2), except energy_j,
@@ -84,25 +130,52 @@ def fingerprint(m: dict) -> dict:
 # (a model fix: preprocessing CPU energy had been charged for one core)
 PINNED = {
     "dlrm-faults/flow": {
-        'trainer_samples_per_s': 355597.3, 'data_stall_fraction': 0.11292514092554055,
-        'storage_read_bytes_per_s': 766349519.9999998, 'energy_j': 843423.3198996091,
-        'peak_power_w': 30174.954374595975, 'cpu_j': 138163.30547376513, 'gpu_j': 300891.3516187526,
-        'nic_j': 13481.34912327884, 'switch_j': 24009.445469424998, 'batches': 747, 'delivered': 10738173,
-        'lost': 0, 'nic_tx': 0.054340174282400795, 'trace_sum': 367.7574614248291,
+        "trainer_samples_per_s": 355597.3,
+        "data_stall_fraction": 0.11292514092554055,
+        "storage_read_bytes_per_s": 766349519.9999998,
+        "energy_j": 843423.3198996091,
+        "peak_power_w": 30174.954374595975,
+        "cpu_j": 138163.30547376513,
+        "gpu_j": 300891.3516187526,
+        "nic_j": 13481.34912327884,
+        "switch_j": 24009.445469424998,
+        "batches": 747,
+        "delivered": 10738173,
+        "lost": 0,
+        "nic_tx": 0.054340174282400795,
+        "trace_sum": 367.7574614248291,
     },
     "dlrm-faults/analytical": {
-        'trainer_samples_per_s': 360630.45, 'data_stall_fraction': 0.09832902236126513,
-        'storage_read_bytes_per_s': 801560559.9999998, 'energy_j': 848705.7304707549,
-        'peak_power_w': 30190.875802717466, 'cpu_j': 138704.31117603724, 'gpu_j': 303996.0788136767,
-        'nic_j': 13482.414993211576, 'switch_j': 24009.585042378574, 'batches': 758, 'delivered': 10890347,
-        'lost': 0, 'nic_tx': 0.05566411763175711, 'trace_sum': 368.10880460974005,
+        "trainer_samples_per_s": 360630.45,
+        "data_stall_fraction": 0.09832902236126513,
+        "storage_read_bytes_per_s": 801560559.9999998,
+        "energy_j": 848705.7304707549,
+        "peak_power_w": 30190.875802717466,
+        "cpu_j": 138704.31117603724,
+        "gpu_j": 303996.0788136767,
+        "nic_j": 13482.414993211576,
+        "switch_j": 24009.585042378574,
+        "batches": 758,
+        "delivered": 10890347,
+        "lost": 0,
+        "nic_tx": 0.05566411763175711,
+        "trace_sum": 368.10880460974005,
     },
     "video/flow": {
-        'trainer_samples_per_s': 23.733333333333334, 'data_stall_fraction': 0.6044444444444396,
-        'storage_read_bytes_per_s': 1680000000.0, 'energy_j': 712870.8697681357,
-        'peak_power_w': 33847.81919642857, 'cpu_j': 57770.33797249746, 'gpu_j': 482245.22347866464,
-        'nic_j': 8699.021532526127, 'switch_j': 32015.08138034513, 'batches': 178, 'delivered': 712,
-        'lost': 0, 'nic_tx': 0.003872067395874875, 'trace_sum': 488.721942822135,
+        "trainer_samples_per_s": 23.733333333333334,
+        "data_stall_fraction": 0.6044444444444396,
+        "storage_read_bytes_per_s": 1680000000.0,
+        "energy_j": 712870.8697681357,
+        "peak_power_w": 33847.81919642857,
+        "cpu_j": 57770.33797249746,
+        "gpu_j": 482245.22347866464,
+        "nic_j": 8699.021532526127,
+        "switch_j": 32015.08138034513,
+        "batches": 178,
+        "delivered": 712,
+        "lost": 0,
+        "nic_tx": 0.003872067395874875,
+        "trace_sum": 488.721942822135,
     },
 }
 
@@ -119,6 +192,7 @@ def test_credits_go_where_a_scan_of_every_waiting_request_sends_them():
     import simpy
 
     from sim.workloads.ingestion.parts import Credits
+
     rng = np.random.default_rng(1)
     env = simpy.Environment()
     credits = Credits(env)
@@ -134,18 +208,18 @@ def test_credits_go_where_a_scan_of_every_waiting_request_sends_them():
     free_ref: list = []
     for _ in range(3000):
         op = rng.integers(3)
-        if op == 0:                                         # a worker asks for a credit
+        if op == 0:  # a worker asks for a credit
             key, seq = int(rng.integers(12)), seq + 1
             event = credits.get(key)
             event.callbacks.append(lambda e, tag=seq: granted.append((tag, e.value)))
             waiting.append((seq, key, seq))
             reference_grant(free_ref)
-        elif op == 1:                                       # a trainer frees a slot
+        elif op == 1:  # a trainer frees a slot
             trainer = int(rng.integers(4))
             credits.put(trainer)
             free_ref.append(trainer)
             reference_grant(free_ref)
-        else:                                               # a batch lands: its worker holds one less
+        else:  # a batch lands: its worker holds one less
             holders = [k for k, n in held.items() if n > 0]
             if holders:
                 key = holders[int(rng.integers(len(holders)))]
@@ -173,13 +247,14 @@ def _random_traffic(rng, links: int, calls: int):
 
 def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
     from sim.engine.activity import AdaptiveBins
+
     rng = np.random.default_rng(4)
     bins = AdaptiveBins(3, 16)
     t0 = rng.uniform(0, 1e-7, 50)
     bins.spread(rng.integers(0, 3, 50), t0, t0 + rng.uniform(0, 1e-7, 50), rng.exponential(1.0, 50))
     values, width = bins.values(), bins.width_s
-    for target in (20 * width, 1e3):                        # 2^m < bins, then 2^m >= bins
-        while target >= 16 * width:                         # the straightforward path: pair by pair
+    for target in (20 * width, 1e3):  # 2^m < bins, then 2^m >= bins
+        while target >= 16 * width:  # the straightforward path: pair by pair
             values = values.reshape(3, 8, 2).sum(axis=2)
             values = np.concatenate([values, np.zeros((3, 8))], axis=1)
             width *= 2
@@ -190,12 +265,17 @@ def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
 
 def test_link_traffic_binned_in_batches_equals_binning_every_call():
     from sim.engine.activity import AdaptiveBins, LinkTraffic
+
     rng = np.random.default_rng(2)
     links = 40
     rows = rng.integers(0, 5, (links, 2))
     coef = np.where(rng.random((links, 2)) < 0.8, rng.uniform(1e-9, 1e-8, (links, 2)), 0.0)
-    observers = {batch: LinkTraffic([(rows, coef, AdaptiveBins(5, 64)), (rows % 3, coef, AdaptiveBins(3, 16))],
-                                    batch_entries=batch) for batch in (0, 7, 1 << 16)}
+    observers = {
+        batch: LinkTraffic(
+            [(rows, coef, AdaptiveBins(5, 64)), (rows % 3, coef, AdaptiveBins(3, 16))], batch_entries=batch
+        )
+        for batch in (0, 7, 1 << 16)
+    }
     for method, args in _random_traffic(rng, links, 400):
         for traffic in observers.values():
             getattr(traffic, method)(*args)
@@ -211,26 +291,27 @@ def test_link_traffic_binned_in_batches_equals_binning_every_call():
 
 def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_turn():
     from sim.engine.activity import OpenIntervals
+
     rng = np.random.default_rng(3)
     n, emitted, expected = 80, [], []
-    everyone = np.arange(n)                                 # a collective step on every GPU, again and again
+    everyone = np.arange(n)  # a collective step on every GPU, again and again
     intervals = OpenIntervals(n, lambda r, s, e: emitted.extend(zip(r.tolist(), s.tolist(), e.tolist())), batch=40)
-    start_of, end_of = [0.0] * n, [-math.inf] * n          # the straightforward fold, one transfer at a time
+    start_of, end_of = [0.0] * n, [-math.inf] * n  # the straightforward fold, one transfer at a time
     t = 0.0
     for _ in range(3000):
         ring = rng.random() < 0.3
         rows = everyone.tolist() if ring else sorted(rng.choice(n, int(rng.integers(1, 4)), replace=False).tolist())
         t += float(rng.exponential(0.5))
-        start = t - float(rng.uniform(0, 2))               # transfers end (and are seen) out of start order
+        start = t - float(rng.uniform(0, 2))  # transfers end (and are seen) out of start order
         if rng.random() < 0.5 and end_of[rows[0]] > -math.inf:
-            start = end_of[rows[0]] * (1 + float(rng.choice([0.0, 5e-13, 2e-12])))   # continues it, or just not
+            start = end_of[rows[0]] * (1 + float(rng.choice([0.0, 5e-13, 2e-12])))  # continues it, or just not
         end = start + float(rng.exponential(0.3))
         for r in rows:
             if start > end_of[r] * (1 + 1e-12) + 1e-15:
                 if end_of[r] > -math.inf:
                     expected.append((r, start_of[r], end_of[r]))
                 start_of[r] = start
-            else:                                          # joins the open interval, maybe earlier
+            else:  # joins the open interval, maybe earlier
                 start_of[r] = min(start_of[r], start)
             end_of[r] = max(end_of[r], end)
         if ring:
@@ -248,6 +329,7 @@ def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_tu
 def test_point_to_point_gpu_comm_intervals_equal_the_array_path(monkeypatch):
     """Energy of a run whose transfers all take the scalar path, against the array path for all."""
     import sim.energy.meter
+
     data = ingestion_case("dlrm-faults/flow")
     data["workload"].update(duration_s=16, faults=[])
     scalar = run(scenario_from_dict(data)).metrics
@@ -266,12 +348,28 @@ TINY = {"name": "tiny", "layers": 6, "hidden": 1024, "ffn": 3584, "heads": 16, "
 
 
 def cp_scenario(requests, ring="auto", nodes=4, trace_limit=200_000, **simulate):
-    return scenario_from_dict({
-        "name": "speed-cp", "trace_limit": trace_limit,
-        "hardware": {"gpu": "h100-sxm", "gpus_per_node": 2, "nodes": nodes, "scale_up": "nvlink4",
-                     "nic": "cx7-400g-rdma", "topology": {"kind": "single-switch"}},
-        "workload": {"kind": "cp_inference", "model": TINY, "dtype": "bf16", "ring": ring, "requests": requests,
-                     "simulate": {"ranks": "representative", **simulate}}})
+    return scenario_from_dict(
+        {
+            "name": "speed-cp",
+            "trace_limit": trace_limit,
+            "hardware": {
+                "gpu": "h100-sxm",
+                "gpus_per_node": 2,
+                "nodes": nodes,
+                "scale_up": "nvlink4",
+                "nic": "cx7-400g-rdma",
+                "topology": {"kind": "single-switch"},
+            },
+            "workload": {
+                "kind": "cp_inference",
+                "model": TINY,
+                "dtype": "bf16",
+                "ring": ring,
+                "requests": requests,
+                "simulate": {"ranks": "representative", **simulate},
+            },
+        }
+    )
 
 
 def _assert_same(a, b, path=""):
@@ -291,18 +389,20 @@ def _assert_same(a, b, path=""):
 
 def _simulated_every_layer(monkeypatch, scenario):
     from sim.workloads.cp_inference.replay import LayerRecording
+
     with monkeypatch.context() as m:
-        m.setattr(LayerRecording, "replayable", lambda self, layers: 0)     # record, never replay
+        m.setattr(LayerRecording, "replayable", lambda self, layers: 0)  # record, never replay
         return run(scenario)
 
 
 @pytest.mark.parametrize("ring", ["pass-kv", "pass-q"])
 def test_cp_layer_replay_equals_simulating_every_layer(monkeypatch, ring):
-    scenario = cp_scenario([{"prompt_tokens": 8192, "decode_tokens": 2}, {"prompt_tokens": 512, "cached_tokens": 16000}],
-                           ring)
+    scenario = cp_scenario(
+        [{"prompt_tokens": 8192, "decode_tokens": 2}, {"prompt_tokens": 512, "cached_tokens": 16000}], ring
+    )
     full = _simulated_every_layer(monkeypatch, scenario)
     fast = run(scenario)
-    assert fast.events < full.events / 2                   # the replay ran
+    assert fast.events < full.events / 2  # the replay ran
     _assert_same(fast.metrics, full.metrics)
     cols = ["component", "track", "name", "category"]
     a, b = (r.spans.sort_values(cols + ["start_s"], kind="stable").reset_index(drop=True) for r in (fast, full))
@@ -313,7 +413,7 @@ def test_cp_layer_replay_equals_simulating_every_layer(monkeypatch, ring):
     np.testing.assert_allclose(fast.links["busy_s"], full.links["busy_s"], rtol=1e-9, atol=1e-15)
     for d, e in zip(fast.cluster.devices, full.cluster.devices):
         assert d.busy_s == pytest.approx(e.busy_s, rel=1e-9) and d.flop_done == pytest.approx(e.flop_done)
-    _assert_same(fast.bottleneck, full.bottleneck)          # the critical path follows the same ties
+    _assert_same(fast.bottleneck, full.bottleneck)  # the critical path follows the same ties
 
 
 def test_cp_layer_replay_stays_exact_when_the_span_recorder_fills_up_midway(monkeypatch):

@@ -25,6 +25,7 @@ compute_s + checkpoint_s + recovery_s = horizon; useful_s = compute_s - lost_wor
 effective_training_time_fraction = useful_s / horizon (work at the horizon that is not yet
 checkpointed counts as useful: the job goes on).
 """
+
 from __future__ import annotations
 
 import math
@@ -74,13 +75,16 @@ class FailureCause(StrictModel):
 
 class Checkpoint(StrictModel):
     interval: Seconds | Literal["young-daly"] = Field(
-        "young-daly", description="training time between checkpoints (rounded up to whole iterations), "
-                                  "or young-daly: sqrt(2 x checkpoint cost x job MTBF)")
+        "young-daly",
+        description="training time between checkpoints (rounded up to whole iterations), "
+        "or young-daly: sqrt(2 x checkpoint cost x job MTBF)",
+    )
     bytes: Bytes | None = Field(None, gt=0, description="whole checkpoint (model + optimizer state)")
     bytes_per_gpu: Bytes | None = Field(None, gt=0, description="or: each GPU's shard")
     mode: Literal["blocking", "async"] = "blocking"
-    compare_intervals: list[Seconds] = Field(default_factory=list,
-                                             description="also run these intervals on the same failure histories")
+    compare_intervals: list[Seconds] = Field(
+        default_factory=list, description="also run these intervals on the same failure histories"
+    )
 
     @model_validator(mode="after")
     def _size(self) -> Checkpoint:
@@ -98,18 +102,20 @@ class Checkpoint(StrictModel):
 
 class Restart(StrictModel):
     detection: Seconds = Field(ge=0, description="failure -> the job is known to be down (timeouts, health checks)")
-    restart: Seconds = Field(ge=0, description="reschedule, relaunch, rendezvous and NCCL init "
-                                                "(the checkpoint read is simulated on top)")
+    restart: Seconds = Field(
+        ge=0, description="reschedule, relaunch, rendezvous and NCCL init (the checkpoint read is simulated on top)"
+    )
 
 
 @dataclass(frozen=True)
 class CyclePlan:
     """The deterministic schedule between events, in seconds."""
+
     iteration_s: float
     iterations_per_checkpoint: int
-    stall_s: float               # job stalled per checkpoint: the write (blocking) or the snapshot (async)
-    write_s: float               # checkpoint write to storage
-    restore_s: float             # checkpoint read back on restart
+    stall_s: float  # job stalled per checkpoint: the write (blocking) or the snapshot (async)
+    write_s: float  # checkpoint write to storage
+    restore_s: float  # checkpoint read back on restart
     detection_s: float
     restart_s: float
     mode: str
@@ -119,8 +125,11 @@ class CyclePlan:
         return self.iterations_per_checkpoint * self.iteration_s
 
     def recovery_s(self, restart_s: float | None, planned: bool) -> float:
-        return (0.0 if planned else self.detection_s) + (self.restart_s if restart_s is None else restart_s) \
+        return (
+            (0.0 if planned else self.detection_s)
+            + (self.restart_s if restart_s is None else restart_s)
             + self.restore_s
+        )
 
 
 def iterations_for(interval_s: float, iteration_s: float) -> int:
@@ -145,13 +154,13 @@ class Replica:
 
     def __init__(self, env: simpy.Environment, plan: CyclePlan, horizon_s: float, trace=None) -> None:
         self.env, self.plan, self.horizon_s = env, plan, horizon_s
-        self.trace = trace                # None, or trace(name, start_s, end_s, category): the phases as spans
+        self.trace = trace  # None, or trace(name, start_s, end_s, category): the phases as spans
         self.down_cause = ""
         self.tally = Tally()
-        self.uncommitted_s = 0.0          # compute since the last durable checkpoint
-        self.pending: tuple[float, float] | None = None    # async: (compute it covers, durable at)
+        self.uncommitted_s = 0.0  # compute since the last durable checkpoint
+        self.pending: tuple[float, float] | None = None  # async: (compute it covers, durable at)
         self.phase, self.phase_start = "cycle", float(env.now)
-        self.down_s, self.drain_s = 0.0, 0.0                # next downtime and its drain (checkpoint) part
+        self.down_s, self.drain_s = 0.0, 0.0  # next downtime and its drain (checkpoint) part
         self.proc = env.process(self._job())
 
     # ---- failure processes -----------------------------------------------------------------
@@ -168,7 +177,7 @@ class Replica:
             yield self.env.timeout(t - t_prev)
             t_prev = t
             if cause.planned and self.phase == "down":
-                self.tally.absorbed_planned += 1      # maintenance done while the job is down anyway
+                self.tally.absorbed_planned += 1  # maintenance done while the job is down anyway
             else:
                 self.proc.interrupt(cause)
 
@@ -184,7 +193,7 @@ class Replica:
                     self.down_s = self.drain_s = 0.0
                 self.phase, self.phase_start = "cycle", env.now
                 wait_s = 0.0
-                if self.pending is not None:      # async: the snapshot waits for the previous write
+                if self.pending is not None:  # async: the snapshot waits for the previous write
                     wait_s = max(0.0, self.pending[1] - (env.now + plan.compute_s))
                 yield env.timeout(plan.compute_s + wait_s + plan.stall_s)
                 self._end_cycle()
@@ -211,8 +220,13 @@ class Replica:
         drained = min(elapsed, self.drain_s)
         self.tally.checkpoint_s += drained
         self.tally.recovery_s += elapsed - drained
-        self._mark(self.phase_start, drained, elapsed, ("drain checkpoint", "checkpoint"),
-                   (f"down: {self.down_cause}", "fault"))
+        self._mark(
+            self.phase_start,
+            drained,
+            elapsed,
+            ("drain checkpoint", "checkpoint"),
+            (f"down: {self.down_cause}", "fault"),
+        )
 
     def _account_cycle(self, elapsed: float) -> float:
         computed = min(elapsed, self.plan.compute_s)
@@ -244,7 +258,7 @@ class Replica:
         self._durable_check(now)
         tally.by_cause[cause.cause] = tally.by_cause.get(cause.cause, 0) + 1
         self.down_cause = cause.cause
-        if cause.planned:                         # drain: write a checkpoint first, nothing lost
+        if cause.planned:  # drain: write a checkpoint first, nothing lost
             tally.planned += 1
             self.drain_s = plan.write_s + (plan.stall_s if plan.mode == "async" else 0.0)
         else:

@@ -1,5 +1,6 @@
 """`kind: training_campaign` as a `Workload` (sim/workloads/base.py): a long training job under
 failures, checkpoints and restarts."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload

@@ -1,4 +1,5 @@
 """`kind: collective` as a `Workload` (sim/workloads/base.py): nccl-tests-like collective benchmarks."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload

@@ -10,6 +10,7 @@ Metrics (nccl-tests definitions): `time_s`, `algbw_bytes_per_s` = bytes / time, 
 all-to-all); with a list of sizes they are those of the largest size and `per_size` holds one row per
 size.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -53,29 +54,36 @@ class Config(WorkloadBase):
         if any(s <= 0 for s in self.sizes):
             raise ScenarioError("sizes must be > 0", path="workload.bytes", value=self.bytes)
         if isinstance(self.group, int) and not 2 <= self.group <= n:
-            raise ScenarioError(f"group size must be between 2 and the cluster's {n} GPUs",
-                                path="workload.group", value=self.group)
+            raise ScenarioError(
+                f"group size must be between 2 and the cluster's {n} GPUs", path="workload.group", value=self.group
+            )
         if isinstance(self.group, list):
             bad = [r for r in self.group if not 0 <= r < n]
             if bad or len(set(self.group)) != len(self.group) or len(self.group) < 2:
-                raise ScenarioError(f"ranks must be 2+ distinct values in 0..{n - 1}", path="workload.group",
-                                    value=self.group)
+                raise ScenarioError(
+                    f"ranks must be 2+ distinct values in 0..{n - 1}", path="workload.group", value=self.group
+                )
         ranks = self.ranks(n)
         if self.algorithm == "hierarchical" and len(ranks) % hardware.gpus_per_node:
-            raise ScenarioError(f"hierarchical needs whole hosts: {len(ranks)} ranks do not divide into hosts of "
-                                f"{hardware.gpus_per_node} GPUs", path="workload.group", value=self.group)
+            raise ScenarioError(
+                f"hierarchical needs whole hosts: {len(ranks)} ranks do not divide into hosts of "
+                f"{hardware.gpus_per_node} GPUs",
+                path="workload.group",
+                value=self.group,
+            )
         if self.algorithm == "tree" and self.op != "all_reduce":
             raise ScenarioError("tree implements all_reduce only", path="workload.algorithm", value="tree")
         if self.algorithm == "direct" and self.op not in ("all_to_all", "send_recv"):
-            raise ScenarioError("direct implements all_to_all and send_recv", path="workload.algorithm",
-                                value="direct")
+            raise ScenarioError("direct implements all_to_all and send_recv", path="workload.algorithm", value="direct")
         if self.op in ("all_to_all", "send_recv") and self.algorithm in ("tree", "hierarchical"):
-            raise ScenarioError(f"{self.op} supports ring, direct or auto", path="workload.algorithm",
-                                value=self.algorithm)
+            raise ScenarioError(
+                f"{self.op} supports ring, direct or auto", path="workload.algorithm", value=self.algorithm
+            )
         for i, f in enumerate(self.background):
             if f.src >= n or f.dst >= n:
-                raise ScenarioError(f"ranks must be in 0..{n - 1}", path=f"workload.background.{i}",
-                                    value=f.model_dump())
+                raise ScenarioError(
+                    f"ranks must be in 0..{n - 1}", path=f"workload.background.{i}", value=f.model_dump()
+                )
 
 
 def simulate(sim, cluster, config: Config):
@@ -85,16 +93,25 @@ def simulate(sim, cluster, config: Config):
     rows = []
     for size in config.sizes:
         start = sim.now
-        background = [net.transfer(cluster.devices[f.src].node, cluster.devices[f.dst].node, f.bytes,
-                                   name="background") for f in config.background]
+        background = [
+            net.transfer(cluster.devices[f.src].node, cluster.devices[f.dst].node, f.bytes, name="background")
+            for f in config.background
+        ]
         proc, algo = collective(net, config.op, group, size, config.algorithm, name=config.op)
         yield proc
-        for node in group:          # each rank runs the collective's kernel (NCCL) from start to end
+        for node in group:  # each rank runs the collective's kernel (NCCL) from start to end
             sim.span(node, "comm", f"{config.op} {size:.0f} B", start, category="comm")
         t = sim.now - start
         algbw = size / t if t > 0 else 0.0
-        rows.append({"bytes": size, "time_s": t, "algbw_bytes_per_s": algbw,
-                     "busbw_bytes_per_s": algbw * bus_factor(config.op, len(group)), "algorithm": algo})
+        rows.append(
+            {
+                "bytes": size,
+                "time_s": t,
+                "algbw_bytes_per_s": algbw,
+                "busbw_bytes_per_s": algbw * bus_factor(config.op, len(group)),
+                "algorithm": algo,
+            }
+        )
         if background:
             yield sim.all_of(background)
     largest = max(rows, key=lambda r: r["bytes"])

@@ -6,6 +6,7 @@
 - `layers`: running one phase on the cluster; `replay`: exact replay of identical layers.
 - `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate; `plots`: prefill breakdown, TTFT scaling.
 """
+
 from sim.workloads.cp_inference.workload import Config, simulate
 
 __all__ = ["Config", "simulate"]

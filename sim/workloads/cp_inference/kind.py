@@ -1,5 +1,6 @@
 """`kind: cp_inference` as a `Workload` (sim/workloads/base.py): context-parallel LLM inference with
 ring attention; its plot is the prefill breakdown (sim/workloads/cp_inference/plots.py)."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload
@@ -51,6 +52,7 @@ class CpInferenceWorkload(Workload):
         if not m.get("prefill_breakdown_s"):
             return []
         from sim.workloads.cp_inference.plots import cp_breakdown  # matplotlib: only when drawing
+
         return [("cp_breakdown", lambda **kw: cp_breakdown(m, **{"title": f"{name}: prefill breakdown", **kw}))]
 
 

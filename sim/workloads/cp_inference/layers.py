@@ -36,6 +36,7 @@ Fidelity modes (`CpInferenceLayout.representative`, `layers_simulated`):
 merges, exposed ring communication (time waiting for blocks after the step's attention), the
 All2All and TP all-reduces; the parts add up to the phase time.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -65,8 +66,11 @@ class CpInferenceLayout(ParallelLayout):
     def __init__(self, cluster, tp: int, cp: int, representative: bool) -> None:
         super().__init__(cluster, tp, cp)
         self.representative = representative and cp > 1
-        self._mirrors = {self.device(j, 0).node: [self.device(j, c) for c in range(1, cp)] for j in range(tp)} \
-            if self.representative else {}
+        self._mirrors = (
+            {self.device(j, 0).node: [self.device(j, c) for c in range(1, cp)] for j in range(tp)}
+            if self.representative
+            else {}
+        )
 
     @property
     def simulated_ranks(self) -> range:
@@ -80,19 +84,27 @@ class CpInferenceLayout(ParallelLayout):
 class PhaseRun:
     """One phase on the cluster; `run()` is a SimPy generator returning the breakdown dict."""
 
-    def __init__(self, sim, network, layout: CpInferenceLayout, plan: LayerPlan, layers_simulated: int | None = None,
-                 allreduce_algorithm: str = "auto", exact_replay: bool = False) -> None:
+    def __init__(
+        self,
+        sim,
+        network,
+        layout: CpInferenceLayout,
+        plan: LayerPlan,
+        layers_simulated: int | None = None,
+        allreduce_algorithm: str = "auto",
+        exact_replay: bool = False,
+    ) -> None:
         self.sim, self.network, self.layout, self.plan = sim, network, layout, plan
         self.exact_replay = exact_replay and len(layout.simulated_ranks) == 1
         # all layers: simulate the first and replay it exactly where allowed, else simulate them all
         self.layers_simulated = min(layers_simulated or (1 if self.exact_replay else plan.layers), plan.layers)
         self.allreduce_algorithm = allreduce_algorithm
         self.breakdown: dict[str, float] = defaultdict(float)
-        self.ring_steps: list[dict] = []        # first layer, GPU (0, 0): per-step timing
+        self.ring_steps: list[dict] = []  # first layer, GPU (0, 0): per-step timing
         self._events: dict[tuple, object] = {}
-        self._send_s: dict[int, float] = {}     # first layer, GPU (0, 0): duration of each ring send
-        self._capture: dict[str, list] = {}      # node -> spans of the last simulated layer (for replay)
-        self._to_mirror: dict[str, list] = defaultdict(list)   # node -> spans not yet mirrored
+        self._send_s: dict[int, float] = {}  # first layer, GPU (0, 0): duration of each ring send
+        self._capture: dict[str, list] = {}  # node -> spans of the last simulated layer (for replay)
+        self._to_mirror: dict[str, list] = defaultdict(list)  # node -> spans not yet mirrored
         self._allreduce_steps: dict[int, list] = {}
 
     # ---- the phase ----------------------------------------------------------------------------
@@ -119,12 +131,15 @@ class PhaseRun:
         if plan.cp > 1:
             t, busy = self.sim.now, self._kernel_time(acc)
             yield self.sim.all_of([self.sim.process(self._ring(c, j, layer)) for j in range(plan.tp)])
-            if acc is not None:        # waiting for blocks (cancellation noise clipped at 1 ps)
+            if acc is not None:  # waiting for blocks (cancellation noise clipped at 1 ps)
                 waited = (self.sim.now - t) - (self._kernel_time(acc) - busy)
                 acc["ring_exposed"] += waited if waited > 1e-12 else 0.0
             if plan.exchange_bytes:
-                yield from self._timed(acc, "all2all", self.sim.all_of(
-                    [self.sim.process(self._exchange(c, j, layer)) for j in range(plan.tp)]))
+                yield from self._timed(
+                    acc,
+                    "all2all",
+                    self.sim.all_of([self.sim.process(self._exchange(c, j, layer)) for j in range(plan.tp)]),
+                )
         else:
             yield self._on_group(devices, plan.ring_steps[0], layer, acc)
         if plan.post_exchange:
@@ -184,8 +199,14 @@ class PhaseRun:
                 for i in range(1, rest + 1):
                     shift = i * layer_s
                     for track, start, end in captured[d.node]:
-                        self._record(d, track, f"L{k - 1 + i} {track} (replayed)", start + shift, end + shift,
-                                     category="replayed" if track == "compute" else "comm")
+                        self._record(
+                            d,
+                            track,
+                            f"L{k - 1 + i} {track} (replayed)",
+                            start + shift,
+                            end + shift,
+                            category="replayed" if track == "compute" else "comm",
+                        )
             self._flush_mirrors(devices)
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -200,8 +221,9 @@ class PhaseRun:
         return (acc["attention"] + acc["merge"]) if acc is not None else 0.0
 
     def _on_group(self, devices, kernels, layer: int, acc=None):
-        procs = [self.sim.process(self._kernels(d, kernels, layer, acc if i == 0 else None))
-                 for i, d in enumerate(devices)]
+        procs = [
+            self.sim.process(self._kernels(d, kernels, layer, acc if i == 0 else None)) for i, d in enumerate(devices)
+        ]
         return self.sim.all_of(procs)
 
     def _kernels(self, device, kernels: tuple[Kernel, ...], layer: int, acc=None):
@@ -211,22 +233,34 @@ class PhaseRun:
             yield req
             for kern in kernels:
                 start = sim.now
-                yield sim.timeout(kern.duration_s * device.slowdown)     # slowdown: a straggler GPU
-                self._record(device, "compute", f"L{layer} {kern.name}", start, sim.now, kern.nbytes,
-                             kern.flop, kern.category)
+                yield sim.timeout(kern.duration_s * device.slowdown)  # slowdown: a straggler GPU
+                self._record(
+                    device, "compute", f"L{layer} {kern.name}", start, sim.now, kern.nbytes, kern.flop, kern.category
+                )
                 if acc is not None:
                     acc[kern.category] += sim.now - start
 
     def _hold(self, devices, duration_s: float):
         """Keep the devices' streams busy while replayed layers run."""
+
         def hold(device):
             with device.stream("compute").request() as rc, device.stream("comm").request() as rm:
                 yield rc & rm
                 yield self.sim.timeout(duration_s)
+
         return self.sim.all_of([self.sim.process(hold(d)) for d in devices])
 
-    def _record(self, device, track: str, name: str, start: float, end: float, nbytes: float = 0.0,
-                flop: float = 0.0, category: str = "") -> None:
+    def _record(
+        self,
+        device,
+        track: str,
+        name: str,
+        start: float,
+        end: float,
+        nbytes: float = 0.0,
+        flop: float = 0.0,
+        category: str = "",
+    ) -> None:
         """A span on `device` (busy counters too, and those of its mirrors)."""
         self.sim.span(device.node, track, name, start, end, nbytes=nbytes, flop=flop, category=category)
         capture = self._capture.get(device.node)
@@ -280,8 +314,9 @@ class PhaseRun:
                 yield self._event(key)
                 del self._events[key]
             if watch and layer == 0:
-                self.ring_steps.append({"step": s, "attention_s": computed - start,
-                                        "exposed_s": self.sim.now - computed})
+                self.ring_steps.append(
+                    {"step": s, "attention_s": computed - start, "exposed_s": self.sim.now - computed}
+                )
 
     def _send(self, c: int, j: int, layer: int, s: int):
         nxt = (c + 1) % self.plan.cp
@@ -301,7 +336,7 @@ class PhaseRun:
         flows = [(device.node, self.layout.device(j, d).node, self.plan.exchange_bytes) for d in peers]
         yield from self._comm(device, flows, f"L{layer} all2all partial outputs")
         if self.layout.representative:
-            return                               # by symmetry, the blocks sent to us arrive now too
+            return  # by symmetry, the blocks sent to us arrive now too
         for d in peers:
             self._event(("a2a", d, j, layer, c)).succeed()
         yield self.sim.all_of([self._event(("a2a", c, j, layer, d)) for d in peers])
@@ -317,16 +352,22 @@ class PhaseRun:
     def _allreduce_proc(self, c: int, layer: int):
         devices = self.layout.tp_group(c)
         if c not in self._allreduce_steps:
-            _, self._allreduce_steps[c] = choose(self.network, "all_reduce", self.allreduce_algorithm,
-                                                 [d.node for d in devices], self.plan.allreduce_bytes)
+            _, self._allreduce_steps[c] = choose(
+                self.network,
+                "all_reduce",
+                self.allreduce_algorithm,
+                [d.node for d in devices],
+                self.plan.allreduce_bytes,
+            )
         requests = [d.stream("comm").request() for d in devices]
         yield self.sim.all_of(requests)
         start = self.sim.now
         yield run_schedule(self.network, self._allreduce_steps[c], name=f"L{layer} tp all_reduce")
         for d, req in zip(devices, requests):
             d.stream("comm").release(req)
-            self._record(d, "comm", f"L{layer} tp all_reduce", start, self.sim.now, self.plan.allreduce_bytes,
-                         category="comm")
+            self._record(
+                d, "comm", f"L{layer} tp all_reduce", start, self.sim.now, self.plan.allreduce_bytes, category="comm"
+            )
 
     def ring_step_table(self) -> list[dict]:
         return [{**row, "send_s": self._send_s.get(row["step"], 0.0)} for row in self.ring_steps]

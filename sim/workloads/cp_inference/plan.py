@@ -21,6 +21,7 @@ The attention kernel's efficiency follows the hardware model's query-length depe
 query heads packed into the rows (q_len x NH/NKV rows per KV head, as FlashAttention-3 and
 FlashDecoding do), and its bytes are the Q/O and the K/V it reads.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,9 +57,9 @@ class Precision:
 
 @dataclass(frozen=True)
 class Phase:
-    kind: str                 # "prefill" | "decode"
-    new_tokens: int           # T (1 for decode)
-    cached_tokens: int        # P: tokens already in the KV cache before this phase
+    kind: str  # "prefill" | "decode"
+    new_tokens: int  # T (1 for decode)
+    cached_tokens: int  # P: tokens already in the KV cache before this phase
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,17 @@ class LayerPlan:
     layers: int
     cp: int
     tp: int
-    ring: str                                   # pass-kv | pass-q | none
-    tokens_local: int                           # query rows per GPU
+    ring: str  # pass-kv | pass-q | none
+    tokens_local: int  # query rows per GPU
     pre_attention: tuple[Kernel, ...]
     ring_steps: tuple[tuple[Kernel, ...], ...]
     post_exchange: tuple[Kernel, ...]
     out_proj: tuple[Kernel, ...]
     ffn: tuple[Kernel, ...]
     final: tuple[Kernel, ...]
-    ring_send_bytes: float                      # one ring send (0 when cp = 1)
-    exchange_bytes: float                       # pass-Q All2All, per peer
-    allreduce_bytes: float                      # per TP all-reduce (0 when tp = 1)
+    ring_send_bytes: float  # one ring send (0 when cp = 1)
+    exchange_bytes: float  # pass-Q All2All, per peer
+    allreduce_bytes: float  # per TP all-reduce (0 when tp = 1)
     messages: RingMessages
 
     @property
@@ -93,8 +94,9 @@ def _memory(device: DeviceSpec, name: str, nbytes: float, category: str = "dense
     return Kernel(name, device.memory_time_s(nbytes), nbytes=nbytes, category=category)
 
 
-def plan_layer(model: TransformerSpec, device: DeviceSpec, tp: int, cp: int, phase: Phase, ring: str,
-               precision: Precision) -> LayerPlan:
+def plan_layer(
+    model: TransformerSpec, device: DeviceSpec, tp: int, cp: int, phase: Phase, ring: str, precision: Precision
+) -> LayerPlan:
     """The per-layer plan of `phase` on one GPU (identical on every GPU by construction)."""
     shard = TensorShard(model, tp)
     hd, qh, kvh = shard.head_dim, shard.q_heads, shard.kv_heads
@@ -105,24 +107,25 @@ def plan_layer(model: TransformerSpec, device: DeviceSpec, tp: int, cp: int, pha
         new = padded_tokens(phase.new_tokens, cp)
         m = new // cp
         kv_local = local_cached(phase.cached_tokens, cp)
-        kv_tokens_step = m + kv_local                   # the KV block one step reads
+        kv_tokens_step = m + kv_local  # the KV block one step reads
     else:
         new, m = 1, 1
         kv_local = local_cached(phase.cached_tokens + 1, cp)
         kv_tokens_step = kv_local
-    gemms = {g.name: _gemm(device, g.name, g.m, g.n, g.k, g.dtype)
-             for g in layer_gemms(shard, m, precision.dtype, precision.ffn_dtype)}
+    gemms = {
+        g.name: _gemm(device, g.name, g.m, g.n, g.k, g.dtype)
+        for g in layer_gemms(shard, m, precision.dtype, precision.ffn_dtype)
+    }
     elementwise = {name: _memory(device, name, b) for name, b in layer_elementwise_bytes(shard, m, act_b).items()}
     steps = []
-    merge_bytes = 3.0 * m * qh * (hd + 1) * 4                 # fp32 output + LSE: read two, write one
+    merge_bytes = 3.0 * m * qh * (hd + 1) * 4  # fp32 output + LSE: read two, write one
     for s in range(cp):
         if phase.kind == "prefill":
             keys = step_keys_seen(0, s, "pass-q" if ring == "pass-q" else "pass-kv", new, kv_local, cp)
         else:
             keys = float(kv_local)
         flop = 4.0 * hd * qh * keys
-        t = device.attention_time_s(m * (qh // kvh), kv_tokens_step, kvh, hd, kv_heads=kvh, dtype=attn_dtype,
-                                    flop=flop)
+        t = device.attention_time_s(m * (qh // kvh), kv_tokens_step, kvh, hd, kv_heads=kvh, dtype=attn_dtype, flop=flop)
         kernels = [Kernel(f"attention step {s}", t, flop=flop, category="attention")]
         if ring == "pass-kv" and s > 0:
             kernels.append(_memory(device, f"merge step {s}", merge_bytes, "merge"))
@@ -131,19 +134,27 @@ def plan_layer(model: TransformerSpec, device: DeviceSpec, tp: int, cp: int, pha
     post = ()
     if ring == "pass-q":
         post = (_memory(device, "merge partial outputs", m * qh * (hd + 1) * 4 * (cp + 1), "merge"),)
-    final = (_memory(device, "final_norm", 2 * model.hidden * act_b),
-             _gemm(device, "lm_head", *_shape(lm_head_gemm(shard, 1, precision.activation_dtype))))
+    final = (
+        _memory(device, "final_norm", 2 * model.hidden * act_b),
+        _gemm(device, "lm_head", *_shape(lm_head_gemm(shard, 1, precision.activation_dtype))),
+    )
     return LayerPlan(
-        layers=model.layers, cp=cp, tp=tp, ring=ring, tokens_local=m,
+        layers=model.layers,
+        cp=cp,
+        tp=tp,
+        ring=ring,
+        tokens_local=m,
         pre_attention=(elementwise["norm_attn"], gemms["qkv_proj"], elementwise["rope"]),
-        ring_steps=tuple(steps), post_exchange=post,
+        ring_steps=tuple(steps),
+        post_exchange=post,
         out_proj=(gemms["out_proj"],),
         ffn=(elementwise["norm_ffn"], gemms["ffn_up"], elementwise["ffn_act"], gemms["ffn_down"]),
         final=final,
         ring_send_bytes=0.0 if cp == 1 else (messages.kv if ring == "pass-kv" else messages.q),
         exchange_bytes=messages.partial_output if ring == "pass-q" else 0.0,
         allreduce_bytes=m * model.hidden * act_b if tp > 1 else 0.0,
-        messages=messages)
+        messages=messages,
+    )
 
 
 def _shape(g) -> tuple[int, int, int, str]:

@@ -6,6 +6,7 @@
 - `cp_scaling`: TTFT against hosts for pass-KV and pass-Q with ideal (linear) scaling, from the
   table of `sim.studies.cp_scaling.cp_scaling_runs`.
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -19,8 +20,10 @@ from sim.engine.plotting import finish, time_scale
 def cp_breakdown(metrics: dict, title: str = "Context-parallel prefill breakdown", path=None):
     """Stacked bars of the prefill (and decode step) time on GPU 0, and per ring step the attention
     time beside the ring send time (a send longer than the attention is exposed)."""
-    phases = [(name, metrics.get(key)) for name, key in (("prefill", "prefill_breakdown_s"),
-                                                         ("decode step", "decode_breakdown_s"))]
+    phases = [
+        (name, metrics.get(key))
+        for name, key in (("prefill", "prefill_breakdown_s"), ("decode step", "decode_breakdown_s"))
+    ]
     phases = [(n, b) for n, b in phases if b]
     steps = pd.DataFrame(metrics.get("ring_steps") or [])
     fig, axes = plt.subplots(1 + (not steps.empty), 1, figsize=(10, 3.2 + 2.6 * (not steps.empty)), squeeze=False)
@@ -44,11 +47,16 @@ def cp_breakdown(metrics: dict, title: str = "Context-parallel prefill breakdown
     ax.set_xlabel("share of the phase time on GPU 0 (%)")
     ax.invert_yaxis()
     ax.legend(ncol=6, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-    ax.set_title(f"{title}: ring {metrics.get('ring_algorithm', '?')}, TP{metrics.get('tp', '?')} x "
-                 f"CP{metrics.get('cp', '?')}", fontsize=10, pad=24)
+    ax.set_title(
+        f"{title}: ring {metrics.get('ring_algorithm', '?')}, TP{metrics.get('tp', '?')} x CP{metrics.get('cp', '?')}",
+        fontsize=10,
+        pad=24,
+    )
     if not steps.empty:
         ax2 = axes[1][0]
-        scale, unit = time_scale(float(max(steps["attention_s"].max(), steps.get("send_s", steps["attention_s"]).max())))
+        scale, unit = time_scale(
+            float(max(steps["attention_s"].max(), steps.get("send_s", steps["attention_s"]).max()))
+        )
         x = steps["step"].to_numpy()
         ax2.bar(x - 0.2, steps["attention_s"] * scale, width=0.4, label="attention", color="tab:purple")
         if "send_s" in steps:

@@ -28,6 +28,7 @@ says how many of them can be replayed before the span recorder reaches its limit
 the network stops showing per-flow spans to observers, so the layer that crosses it is simulated,
 and so is the next one, which is then recorded with the recorder full).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,7 +45,7 @@ class LayerRecording:
 
     def __init__(self, sim: Simulation, network: Network, devices: list[Device], layer: int) -> None:
         self.sim, self.network, self.devices, self.layer = sim, network, devices, layer
-        self.breakdown: dict[str, float] = {}    # what the layer added to the phase breakdown (set by the caller)
+        self.breakdown: dict[str, float] = {}  # what the layer added to the phase breakdown (set by the caller)
         self._spans = RecorderTape(sim.recorder)
         self._traffic = TrafficTape(network)
         self._usage0 = [d.usage() for d in devices]
@@ -76,7 +77,7 @@ class LayerRecording:
         """Emit `layers` more layers, each starting where the previous one ends."""
         if layers <= 0:
             return
-        bases = np.array(self.bases(layers))             # a recorded time t maps to base + (t - s0)
+        bases = np.array(self.bases(layers))  # a recorded time t maps to base + (t - s0)
         self._spans.replay(self.start_s, bases, rename=lambda i: (f"L{self.layer} ", f"L{self.layer + i} "))
         self._traffic.replay(self.start_s, bases)
         for d, usage in zip(self.devices, self.usage):

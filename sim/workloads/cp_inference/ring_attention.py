@@ -27,6 +27,7 @@ here pass-Q is kept only when its exposed communication (unhidden ring sends + A
 pass-KV's exposed ring sends. C (achieved attention FLOP/s) and BW (achieved ring bandwidth) come
 from the hardware model and the network at the actual shapes, not from constants.
 """
+
 from __future__ import annotations
 
 import math
@@ -83,39 +84,55 @@ def step_keys_seen(rank: int, step: int, ring: str, new_tokens: int, cached_loca
 @dataclass(frozen=True)
 class RingMessages:
     """Per-GPU message sizes of one layer (bytes)."""
-    kv: float              # pass-KV ring send
-    q: float               # pass-Q ring send
+
+    kv: float  # pass-KV ring send
+    q: float  # pass-Q ring send
     partial_output: float  # pass-Q All2All, per peer
 
 
-def ring_messages(tokens_local: int, kv_tokens_local: int, q_heads: int, kv_heads: int, head_dim: int,
-                  elem_bytes: float) -> RingMessages:
+def ring_messages(
+    tokens_local: int, kv_tokens_local: int, q_heads: int, kv_heads: int, head_dim: int, elem_bytes: float
+) -> RingMessages:
     """`tokens_local` queries and `kv_tokens_local` KV tokens on each rank."""
-    return RingMessages(kv=2.0 * kv_tokens_local * kv_heads * head_dim * elem_bytes,
-                        q=float(tokens_local * q_heads * head_dim * elem_bytes),
-                        partial_output=float(tokens_local * q_heads * (head_dim * elem_bytes + 4)))
+    return RingMessages(
+        kv=2.0 * kv_tokens_local * kv_heads * head_dim * elem_bytes,
+        q=float(tokens_local * q_heads * head_dim * elem_bytes),
+        partial_output=float(tokens_local * q_heads * (head_dim * elem_bytes + 4)),
+    )
 
 
 @dataclass(frozen=True)
 class RingChoice:
     """The inputs and outcome of the pass-KV / pass-Q decision (reported in the metrics)."""
+
     ring: str
     reason: str
     miss_rate: float
-    miss_rate_threshold: float             # 2 NKV / NH
-    hide_threshold_tokens: float           # N C NKV e / (2 NH BW)
-    achieved_attention_flop_per_s: float   # C, per GPU
-    ring_bandwidth_bytes_per_s: float      # BW, per GPU
-    exposed_pass_kv_s: float               # per layer
-    exposed_pass_q_s: float                # per layer, All2All included
+    miss_rate_threshold: float  # 2 NKV / NH
+    hide_threshold_tokens: float  # N C NKV e / (2 NH BW)
+    achieved_attention_flop_per_s: float  # C, per GPU
+    ring_bandwidth_bytes_per_s: float  # BW, per GPU
+    exposed_pass_kv_s: float  # per layer
+    exposed_pass_q_s: float  # per layer, All2All included
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def choose_ring(new_tokens: int, cached_tokens: int, cp: int, heads: int, kv_heads: int, elem_bytes: float,
-                attention_step_s: float, attention_step_flop: float, kv_send_s: float, q_send_s: float,
-                all2all_s: float, kv_message_bytes: float) -> RingChoice:
+def choose_ring(
+    new_tokens: int,
+    cached_tokens: int,
+    cp: int,
+    heads: int,
+    kv_heads: int,
+    elem_bytes: float,
+    attention_step_s: float,
+    attention_step_flop: float,
+    kv_send_s: float,
+    q_send_s: float,
+    all2all_s: float,
+    kv_message_bytes: float,
+) -> RingChoice:
     """Algorithm 1 of arXiv 2411.01783 with Algorithm 5's All2All term (see module docstring).
 
     Times are uncontended estimates for one layer's step on one GPU, from the hardware model.
@@ -135,8 +152,9 @@ def choose_ring(new_tokens: int, cached_tokens: int, cp: int, heads: int, kv_hea
         ring, reason = "pass-q", "low miss rate; pass-Q exposes less communication, All2All included"
     else:
         ring, reason = "pass-kv", "low miss rate, but pass-Q's All2All costs more than pass-KV's exposed sends"
-    return RingChoice(ring, reason, miss_rate, miss_threshold, hide_threshold, achieved_c, bandwidth,
-                      exposed_kv, exposed_q)
+    return RingChoice(
+        ring, reason, miss_rate, miss_threshold, hide_threshold, achieved_c, bandwidth, exposed_kv, exposed_q
+    )
 
 
 def percentile(values: list[float], q: float) -> float | None:

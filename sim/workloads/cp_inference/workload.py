@@ -30,6 +30,7 @@ ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first 
 `memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
 tokens of all requests; energy_per_token_j is the run's energy over them).
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -149,26 +150,38 @@ class Config(WorkloadBase):
             return sorted(self.requests, key=lambda r: r.arrival_s or 0.0)
         a = self.arrivals
         times = rng.exponential(1.0 / a.rate_per_s, a.count).cumsum()
-        return [Request(prompt_tokens=a.prompt_tokens, cached_tokens=a.cached_tokens, decode_tokens=a.decode_tokens,
-                        arrival_s=float(t)) for t in times]
+        return [
+            Request(
+                prompt_tokens=a.prompt_tokens,
+                cached_tokens=a.cached_tokens,
+                decode_tokens=a.decode_tokens,
+                arrival_s=float(t),
+            )
+            for t in times
+        ]
 
     def memory_per_gpu(self, hardware) -> dict[str, float]:
         """Bytes per GPU for the most demanding request: weights, KV cache, activations (+ ring buffers)."""
         tp, cp = self.degrees(hardware)
         shard, p = TensorShard(self.model, tp), self.precision
-        reqs = self.requests or [Request(prompt_tokens=self.arrivals.prompt_tokens,
-                                         cached_tokens=self.arrivals.cached_tokens,
-                                         decode_tokens=self.arrivals.decode_tokens)]
+        reqs = self.requests or [
+            Request(
+                prompt_tokens=self.arrivals.prompt_tokens,
+                cached_tokens=self.arrivals.cached_tokens,
+                decode_tokens=self.arrivals.decode_tokens,
+            )
+        ]
         act_b, kv_b = DTYPE_BYTES[p.activation_dtype], DTYPE_BYTES[p.attention_dtype]
         context = max(padded_tokens(r.prompt_tokens, cp) + r.cached_tokens + r.decode_tokens for r in reqs)
         tokens_local = max(padded_tokens(r.prompt_tokens, cp) // cp for r in reqs)
         kv_step = max(padded_tokens(r.prompt_tokens, cp) // cp + local_cached(r.cached_tokens, cp) for r in reqs)
         msg = ring_messages(tokens_local, kv_step, shard.q_heads, shard.kv_heads, shard.head_dim, kv_b)
         ring_buffers = 0.0 if cp == 1 else max(2 * msg.kv, 2 * msg.q + (cp - 1) * msg.partial_output)
-        out = {"weights": shard.weight_bytes(p.dtype, p.ffn_dtype, p.activation_dtype),
-               "kv_cache": local_cached(context, cp) * shard.kv_bytes_per_token(p.attention_dtype),
-               "activations": activation_bytes(shard, tokens_local, act_b) + ring_buffers
-               + self.model.vocab / tp * 4}
+        out = {
+            "weights": shard.weight_bytes(p.dtype, p.ffn_dtype, p.activation_dtype),
+            "kv_cache": local_cached(context, cp) * shard.kv_bytes_per_token(p.attention_dtype),
+            "activations": activation_bytes(shard, tokens_local, act_b) + ring_buffers + self.model.vocab / tp * 4,
+        }
         out["total"] = sum(out.values())
         out["capacity"] = float(hardware.gpu.memory)
         return out
@@ -176,18 +189,25 @@ class Config(WorkloadBase):
     # ---- load-time checks ----------------------------------------------------------------------
     def check(self, hardware) -> None:
         if bool(self.requests) == (self.arrivals is not None):
-            raise ScenarioError("give either requests (a list) or arrivals (Poisson), not both or neither",
-                                path="workload.requests", value=len(self.requests))
+            raise ScenarioError(
+                "give either requests (a list) or arrivals (Poisson), not both or neither",
+                path="workload.requests",
+                value=len(self.requests),
+            )
         tp, cp = self.degrees(hardware)
         n = hardware.num_gpus
         if tp * cp != n:
-            raise ScenarioError(f"tp x cp = {tp} x {cp} = {tp * cp} must equal the cluster's {n} GPUs "
-                                f"({hardware.nodes} nodes x {hardware.gpus_per_node})", path="workload.parallelism",
-                                value=self.parallelism.model_dump())
+            raise ScenarioError(
+                f"tp x cp = {tp} x {cp} = {tp * cp} must equal the cluster's {n} GPUs "
+                f"({hardware.nodes} nodes x {hardware.gpus_per_node})",
+                path="workload.parallelism",
+                value=self.parallelism.model_dump(),
+            )
         g = hardware.gpus_per_node
         if tp % g and g % tp:
-            raise ScenarioError(f"tp must divide gpus_per_node ({g}) or be a multiple of it",
-                                path="workload.parallelism.tp", value=tp)
+            raise ScenarioError(
+                f"tp must divide gpus_per_node ({g}) or be a multiple of it", path="workload.parallelism.tp", value=tp
+            )
         problem = tp_problem(self.model, tp)
         if problem:
             raise ScenarioError(problem, path="workload.parallelism.tp", value=tp)
@@ -195,19 +215,32 @@ class Config(WorkloadBase):
         for key, dtype in (("dtype", p.dtype), ("ffn_dtype", p.ffn_dtype), ("attention_dtype", p.attention_dtype)):
             if getattr(hardware.gpu.peak, dtype, None) is None:
                 supported = [d for d in DTYPE_BYTES if getattr(hardware.gpu.peak, d, None) is not None]
-                raise ScenarioError(f"{hardware.gpu.name} has no {dtype} peak; supported: {', '.join(supported)}",
-                                    path=f"workload.{key}", value=dtype)
+                raise ScenarioError(
+                    f"{hardware.gpu.name} has no {dtype} peak; supported: {', '.join(supported)}",
+                    path=f"workload.{key}",
+                    value=dtype,
+                )
         for i, f in enumerate(self.background):
             if f.src >= n or f.dst >= n or f.src == f.dst:
-                raise ScenarioError(f"src and dst must be distinct ranks in 0..{n - 1}",
-                                    path=f"workload.background.{i}", value=f.model_dump())
+                raise ScenarioError(
+                    f"src and dst must be distinct ranks in 0..{n - 1}",
+                    path=f"workload.background.{i}",
+                    value=f.model_dump(),
+                )
         if self.simulate.ranks == "representative" and cp > 1 and not self.symmetric(hardware):
-            raise ScenarioError("representative ranks need every CP rank to see the same network: whole hosts per "
-                                f"CP rank, a {' or '.join(SYMMETRIC_TOPOLOGIES)} topology without oversubscription "
-                                "and no background flows", path="workload.simulate.ranks", value="representative")
+            raise ScenarioError(
+                "representative ranks need every CP rank to see the same network: whole hosts per "
+                f"CP rank, a {' or '.join(SYMMETRIC_TOPOLOGIES)} topology without oversubscription "
+                "and no background flows",
+                path="workload.simulate.ranks",
+                value="representative",
+            )
         if isinstance(self.simulate.layers, int) and self.background:
-            raise ScenarioError("layer replay assumes identical layers; background flows make them differ",
-                                path="workload.simulate.layers", value=self.simulate.layers)
+            raise ScenarioError(
+                "layer replay assumes identical layers; background flows make them differ",
+                path="workload.simulate.layers",
+                value=self.simulate.layers,
+            )
         mem = self.memory_per_gpu(hardware)
         if mem["total"] > mem["capacity"]:
             gb = {k: v / 1e9 for k, v in mem.items()}
@@ -215,11 +248,14 @@ class Config(WorkloadBase):
                 f"needs {gb['total']:.1f} GB per GPU (weights {gb['weights']:.1f} + KV cache {gb['kv_cache']:.1f} + "
                 f"activations {gb['activations']:.1f}) but {hardware.gpu.name} has {gb['capacity']:.1f} GB; use fp8 "
                 f"weights (dtype/ffn_dtype), a larger tp or cp, or a GPU with more memory",
-                path="workload.model", value=self.model.name)
+                path="workload.model",
+                value=self.model.name,
+            )
 
 
 # ---------------------------------------------------------------------------------------------
 # simulation
+
 
 def _phase_plan(config: Config, hardware, phase: Phase, ring: str):
     tp, cp = config.degrees(hardware)
@@ -236,21 +272,30 @@ def choose_prefill_ring(config: Config, cluster, layout: CpInferenceLayout, phas
     msgs = kv_plan.messages
     step = kv_plan.attention_step
     choice = choose_ring(
-        new_tokens=padded_tokens(phase.new_tokens, cp), cached_tokens=phase.cached_tokens, cp=cp,
-        heads=config.model.heads, kv_heads=config.model.kv_heads,
-        elem_bytes=DTYPE_BYTES[config.attention_dtype], attention_step_s=step.duration_s,
-        attention_step_flop=step.flop, kv_send_s=net.estimate_time_s(src, dst, msgs.kv),
+        new_tokens=padded_tokens(phase.new_tokens, cp),
+        cached_tokens=phase.cached_tokens,
+        cp=cp,
+        heads=config.model.heads,
+        kv_heads=config.model.kv_heads,
+        elem_bytes=DTYPE_BYTES[config.attention_dtype],
+        attention_step_s=step.duration_s,
+        attention_step_flop=step.flop,
+        kv_send_s=net.estimate_time_s(src, dst, msgs.kv),
         q_send_s=net.estimate_time_s(src, dst, msgs.q),
-        all2all_s=net.estimate_time_s(src, dst, (cp - 1) * msgs.partial_output), kv_message_bytes=msgs.kv)
+        all2all_s=net.estimate_time_s(src, dst, (cp - 1) * msgs.partial_output),
+        kv_message_bytes=msgs.kv,
+    )
     ring = choice.ring if config.ring == "auto" else config.ring
     return ring, choice
 
 
 def _prefill_flop(model: TransformerSpec, req: Request) -> float:
     """Useful model FLOPs of a prefill: dense GEMMs of every new token, causal attention, LM head."""
-    return (model.dense_flop_per_token() * req.prompt_tokens
-            + model.attention_flop(causal_keys_seen(req.prompt_tokens, req.cached_tokens))
-            + 2.0 * model.vocab * model.hidden)
+    return (
+        model.dense_flop_per_token() * req.prompt_tokens
+        + model.attention_flop(causal_keys_seen(req.prompt_tokens, req.cached_tokens))
+        + 2.0 * model.vocab * model.hidden
+    )
 
 
 def simulate(sim, cluster, config: Config):
@@ -273,11 +318,18 @@ def simulate(sim, cluster, config: Config):
         start = sim.now
         phase = Phase("prefill", req.prompt_tokens, req.cached_tokens)
         ring, choice = choose_prefill_ring(config, cluster, layout, phase)
-        run = PhaseRun(sim, net, layout, _phase_plan(config, hw, phase, ring), layers,
-                       config.allreduce_algorithm, exact)
+        run = PhaseRun(
+            sim, net, layout, _phase_plan(config, hw, phase, ring), layers, config.allreduce_algorithm, exact
+        )
         breakdown = yield from run.run()
-        row = {"arrival_s": arrival, "queue_s": start - arrival, "prefill_s": sim.now - start,
-               "ttft_s": sim.now - arrival, "ring": ring, "tokens": req.prompt_tokens + req.decode_tokens}
+        row = {
+            "arrival_s": arrival,
+            "queue_s": start - arrival,
+            "prefill_s": sim.now - start,
+            "ttft_s": sim.now - arrival,
+            "ring": ring,
+            "tokens": req.prompt_tokens + req.decode_tokens,
+        }
         if i == 0:
             first = {"breakdown": breakdown, "steps": run.ring_step_table(), "choice": choice, "req": req}
         decode = []

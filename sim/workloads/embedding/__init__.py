@@ -6,6 +6,7 @@
 - `estimate`: the planner's estimate of one iteration and the plan as rows (`dcsim plan`).
 - `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate (limits, `dcsim check`); `plots`: load per GPU.
 """
+
 from sim.workloads.embedding.workload import Config, simulate
 
 __all__ = ["Config", "simulate"]

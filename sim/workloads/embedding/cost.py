@@ -28,6 +28,7 @@ uplinks), the planner's all-to-all estimate.
 `CostModel.kernel_estimate_s` is the uncontended time of one GPU's embedding kernel: the slowest of
 its HBM traffic (device roofline), its host-link traffic, and its host's share of each shared tier.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -42,7 +43,7 @@ from sim.models.dlrm import Table
 
 PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "scm", "ssd": "ssd"}
 INDEX_BYTES = {"int32": 4, "int64": 8}
-LENGTH_BYTES = 4            # int32 lengths/offsets per sample and feature (TorchRec KJT)
+LENGTH_BYTES = 4  # int32 lengths/offsets per sample and feature (TorchRec KJT)
 
 
 def optimizer_state_bytes(optimizer: str, dim: int) -> float:
@@ -54,16 +55,16 @@ def optimizer_state_bytes(optimizer: str, dim: int) -> float:
 class Shard:
     table: Table
     scheme: str
-    index: int                  # shard number within its table
-    count: int                  # shards of the table
+    index: int  # shard number within its table
+    count: int  # shards of the table
     rows: int
     dim: int
-    lookups: float              # expected lookups per iteration (global batch, after dedup)
-    rank: int = -1              # GPU; -1 = every GPU (data-parallel replica)
+    lookups: float  # expected lookups per iteration (global batch, after dedup)
+    rank: int = -1  # GPU; -1 = every GPU (data-parallel replica)
     hbm_rows: int = 0
-    tier_rows: dict[str, int] = field(default_factory=dict)   # host tier name -> rows, hot to cold
+    tier_rows: dict[str, int] = field(default_factory=dict)  # host tier name -> rows, hot to cold
     cache_rows: int = 0
-    host: int | None = None     # table-row-wise: the host holding all shards of the table
+    host: int | None = None  # table-row-wise: the host holding all shards of the table
 
     def __post_init__(self) -> None:
         self.dist = ZipfRows(self.rows, self.table.zipf_alpha)
@@ -99,8 +100,8 @@ class CostModel:
         self.tiers = {t.name: t for t in hardware.memory_tiers}
         self.index_bytes = INDEX_BYTES[config.index_dtype]
         self.pooled_bytes = DTYPE_BYTES[config.pooled_dtype]
-        self.cache = placement_policy(config.sharding.cache_policy)   # the HBM cache (uvm_cache)
-        self.pinned = StaticPlacement("hottest")                      # hottest rows first over tiers
+        self.cache = placement_policy(config.sharding.cache_policy)  # the HBM cache (uvm_cache)
+        self.pinned = StaticPlacement("hottest")  # hottest rows first over tiers
 
     # ---- sizes ---------------------------------------------------------------------------------
     def row_bytes(self, shard: Shard) -> float:
@@ -151,15 +152,14 @@ class CostModel:
             return [("hbm", 1.0)]
         return [(t, self.pinned.share(shard.dist, lo, hi)) for t, lo, hi in self.regions(shard)]
 
-    def traffic(self, shard: Shard, lookups: float | None = None,
-                region_lookups: list[float] | None = None) -> Traffic:
+    def traffic(self, shard: Shard, lookups: float | None = None, region_lookups: list[float] | None = None) -> Traffic:
         """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean."""
         lookups = shard.lookups if lookups is None else lookups
         row, stored = self.row_bytes(shard), self.stored_row_bytes(shard)
         pooled_out = self._pooled_rows(shard) * shard.dim * shard.table.element_bytes
         fwd_extra = lookups * self.index_bytes + pooled_out
         bwd_extra = pooled_out + 2 * lookups * self.index_bytes
-        if shard.scheme == "data_parallel":     # dense fp32 gradient of the replica, then a dense update
+        if shard.scheme == "data_parallel":  # dense fp32 gradient of the replica, then a dense update
             bwd_extra += shard.rows * shard.dim * 4.0 + 2 * shard.rows * stored
         fwd: list[Access] = []
         bwd: list[Access] = []
@@ -167,9 +167,13 @@ class CostModel:
             tier = next(iter(shard.tier_rows))
             misses = lookups * (1.0 - self.cache.hit_rate(shard.dist, shard.cache_rows))
             fills = min(misses, lookups * self.cache.promotion_rate(shard.dist, shard.cache_rows))
-            fwd += [Access("hbm", lookups - misses + fills, row), Access(tier, fills, stored),
-                    Access(tier, fills, stored, write=True), Access("hbm", fills, stored, write=True)]
-            if misses > fills:          # misses the policy does not promote are read in place (UVM)
+            fwd += [
+                Access("hbm", lookups - misses + fills, row),
+                Access(tier, fills, stored),
+                Access(tier, fills, stored, write=True),
+                Access("hbm", fills, stored, write=True),
+            ]
+            if misses > fills:  # misses the policy does not promote are read in place (UVM)
                 fwd.append(Access(tier, misses - fills, row))
             distinct = shard.dist.expected_distinct(lookups)
             bwd += [Access("hbm", distinct, stored), Access("hbm", distinct, stored, write=True)]
@@ -193,8 +197,9 @@ class CostModel:
         return self.cfg.dedup if self.cfg.dedup_pooled else 1.0
 
     # ---- uncontended time of one GPU's embedding kernel ----------------------------------------
-    def kernel_estimate_s(self, accesses: list[Access], extra_hbm: float,
-                          host_tier_bytes: dict[tuple[str, bool], float]) -> float:
+    def kernel_estimate_s(
+        self, accesses: list[Access], extra_hbm: float, host_tier_bytes: dict[tuple[str, bool], float]
+    ) -> float:
         """max(HBM roofline, host-link reads, host-link writes, the host's traffic on each shared tier).
 
         `host_tier_bytes`: bytes the whole host (all its GPUs) reads / writes on each tier in this
@@ -230,12 +235,13 @@ class CostModel:
 # ------------------------------------------------------------------------------------------------
 # all-to-all traffic
 
+
 def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np.ndarray]:
     """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     b, d = cfg.batch_size_per_gpu, cfg.dedup
     pe = model.pooled_bytes / model._pooled_dedup()
-    inverse = b * LENGTH_BYTES if d > 1 else 0.0          # RecD inverse indices, one per sample
+    inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
     index = np.zeros((w, w))
     pooled = np.zeros((w, w))
     for s in shards:
@@ -245,8 +251,8 @@ def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np
         share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
         index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
         if s.scheme in ("table_wise", "column_wise", "row_wise"):
-            pooled[o, :] += b * s.dim * pe                  # row-wise: partial sums, reduced at the receiver
-        else:                                               # table-row-wise: reduce-scatter in the host, then a2a
+            pooled[o, :] += b * s.dim * pe  # row-wise: partial sums, reduced at the receiver
+        else:  # table-row-wise: reduce-scatter in the host, then a2a
             host = o // gpn
             local = np.arange(host * gpn, (host + 1) * gpn)
             pooled[o, local] += b * w / gpn * s.dim * pe
@@ -256,7 +262,9 @@ def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np
     return index, pooled
 
 
-def a2a_flows(matrix: np.ndarray, devices: list[str], gpus_per_node: int, algorithm: str) -> list[tuple[str, str, float, int, int]]:
+def a2a_flows(
+    matrix: np.ndarray, devices: list[str], gpus_per_node: int, algorithm: str
+) -> list[tuple[str, str, float, int, int]]:
     """Flows (src node, dst node, bytes, first source rank, dst rank) of an all-to-all of `matrix`.
 
     `pxn`: intra-host flows i->j carry i's data for rank j and for rank j's rail peers on other
@@ -271,20 +279,34 @@ def a2a_flows(matrix: np.ndarray, devices: list[str], gpus_per_node: int, algori
     hosts = w // gpus_per_node
     m = matrix.reshape(hosts, gpus_per_node, hosts, gpus_per_node)
     for a in range(hosts):
-        intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]      # [i, j]: to j and j's rail
+        intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]  # [i, j]: to j and j's rail
         for i in range(gpus_per_node):
             for j in range(gpus_per_node):
                 if i != j and intra[i, j] > 0:
-                    flows.append((devices[a * gpus_per_node + i], devices[a * gpus_per_node + j],
-                                  float(intra[i, j]), a * gpus_per_node + i, a * gpus_per_node + j))
-        rail = m[a].sum(axis=0)                                                # [host b, j]
+                    flows.append(
+                        (
+                            devices[a * gpus_per_node + i],
+                            devices[a * gpus_per_node + j],
+                            float(intra[i, j]),
+                            a * gpus_per_node + i,
+                            a * gpus_per_node + j,
+                        )
+                    )
+        rail = m[a].sum(axis=0)  # [host b, j]
         for bh in range(hosts):
             if bh == a:
                 continue
             for j in range(gpus_per_node):
                 if rail[bh, j] > 0:
-                    flows.append((devices[a * gpus_per_node + j], devices[bh * gpus_per_node + j],
-                                  float(rail[bh, j]), -1 - a, bh * gpus_per_node + j))
+                    flows.append(
+                        (
+                            devices[a * gpus_per_node + j],
+                            devices[bh * gpus_per_node + j],
+                            float(rail[bh, j]),
+                            -1 - a,
+                            bh * gpus_per_node + j,
+                        )
+                    )
     return flows
 
 
@@ -297,7 +319,7 @@ def a2a_estimate_s(network, flows) -> float:
     srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
     nbytes = np.array([float(f[2]) for f in flows])
     batch = topo.route_batch(srcs, dsts) if len(flows) > 1 else None
-    if batch is None:                                  # per-pair routes (memory tiers, media)
+    if batch is None:  # per-pair routes (memory tiers, media)
         load = np.zeros(topo.num_links)
         latency = 0.0
         for src, dst, size in zip(srcs, dsts, nbytes.tolist()):
@@ -310,7 +332,7 @@ def a2a_estimate_s(network, flows) -> float:
         per_path = nbytes[batch.owner] * np.asarray(batch.share, dtype=float)
         load = np.bincount(batch.flat, np.repeat(per_path, batch.lengths), minlength=topo.num_links)
         real = np.flatnonzero(batch.lengths > 0)
-        first = real[np.unique(batch.owner[real], return_index=True)[1]]     # each flow's first path
+        first = real[np.unique(batch.owner[real], return_index=True)[1]]  # each flow's first path
         latency = float(batch.latency[first].max()) if len(first) else 0.0
     return float((load / topo.capacity).max()) + latency
 

@@ -11,6 +11,7 @@ tier) and each all-to-all = bottleneck-link time of its flows on the topology. W
 (contention between phases, GPUs finishing at different times, sampled per-iteration lookups,
 flows' max-min sharing) is what the simulation adds; `dcsim run` reports both.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -45,13 +46,14 @@ def allreduce_bytes(plan: Plan, config, tables) -> tuple[float, float]:
 
 def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
     from sim.models.dlrm import backward_gemms
+
     gpu, w, gpn = model.hw.gpu, model.num_gpus, model.gpus_per_node
     fwd: dict[int, list] = defaultdict(list)
     bwd: dict[int, list] = defaultdict(list)
     extra = np.zeros((w, 2))
     for s in plan.shards:
         tr = model.traffic(s)
-        for r in (range(w) if s.rank < 0 else [s.rank]):
+        for r in range(w) if s.rank < 0 else [s.rank]:
             fwd[r] += tr.fwd
             bwd[r] += tr.bwd
             extra[r] += (tr.fwd_hbm_extra_bytes, tr.bwd_hbm_extra_bytes)
@@ -60,8 +62,10 @@ def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
     bwd_s = np.array([model.kernel_estimate_s(bwd[r], extra[r, 1], host_bwd.get(r // gpn, {})) for r in range(w)])
     index_m, pooled_m = comm_matrices(plan.shards, model)
     nodes = network.topology.devices
-    a2a = {k: a2a_estimate_s(network, a2a_flows(m, nodes, gpn, config.all_to_all))
-           for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))}
+    a2a = {
+        k: a2a_estimate_s(network, a2a_flows(m, nodes, gpn, config.all_to_all))
+        for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
+    }
     gemms = config.dense.dense_gemms(config.batch_size_per_gpu, [t.dim for t in tables])
     bottom, top = dense_split(config.dense, gemms)
     dt = config.dense.dtype
@@ -85,11 +89,15 @@ def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
     parts["allreduce_exposed"] = max(0.0, ar_s - parts["grad_a2a_bwd"] - parts["embedding_bwd"])
     hbm = np.zeros(w)
     for s in plan.shards:
-        for r in (range(w) if s.rank < 0 else [s.rank]):
+        for r in range(w) if s.rank < 0 else [s.rank]:
             hbm[r] += model.hbm_bytes(s)
-    return {"iteration_s": float(sum(parts.values())), "breakdown_s": parts,
-            "allreduce_bytes": (ar_top, ar_bottom), "hbm_bytes_per_gpu_max": float(hbm.max()),
-            "embedding_s_per_gpu": (fwd_s + bwd_s).tolist()}
+    return {
+        "iteration_s": float(sum(parts.values())),
+        "breakdown_s": parts,
+        "allreduce_bytes": (ar_top, ar_bottom),
+        "hbm_bytes_per_gpu_max": float(hbm.max()),
+        "embedding_s_per_gpu": (fwd_s + bwd_s).tolist(),
+    }
 
 
 def _ranks_text(ranks: list[int]) -> str:
@@ -103,9 +111,20 @@ def plan_summary(plan: Plan, model: CostModel) -> dict:
     """table -> {scheme, shards, ranks, placement, hbm_fraction, hbm_bytes, slow_bytes, estimated_s}."""
     out: dict[str, dict] = {}
     for s in plan.shards:
-        row = out.setdefault(s.table.name, {"scheme": s.scheme, "shards": s.count, "ranks": [], "placement": set(),
-                                            "hbm_rows": 0, "rows": s.table.rows, "hbm_bytes": 0.0,
-                                            "slow_bytes": 0.0, "estimated_s": 0.0})
+        row = out.setdefault(
+            s.table.name,
+            {
+                "scheme": s.scheme,
+                "shards": s.count,
+                "ranks": [],
+                "placement": set(),
+                "hbm_rows": 0,
+                "rows": s.table.rows,
+                "hbm_bytes": 0.0,
+                "slow_bytes": 0.0,
+                "estimated_s": 0.0,
+            },
+        )
         row["ranks"].append(s.rank)
         row["placement"].add(s.placement(plan.tier_labels))
         row["hbm_rows"] += s.hbm_rows if s.count > 1 or s.scheme != "column_wise" else s.hbm_rows / s.count

@@ -1,6 +1,7 @@
 """`kind: embedding_training` as a `Workload` (sim/workloads/base.py): DLRM training with sharded
 embedding tables; its plot is the per-GPU load of the plan (sim/workloads/embedding/plots.py) and
 it has a static plan for `dcsim plan`."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload
@@ -51,9 +52,20 @@ class EmbeddingWorkload(Workload):
         if not m.get("plan"):
             return []
         from sim.workloads.embedding.plots import embedding_load  # matplotlib: only when drawing
+
         iterations = result.scenario.workload.iterations
-        return [("embedding_load", lambda **kw: embedding_load(
-            m, result.spans, result.cluster.num_gpus, iterations, **{"title": f"{name}: embedding load per GPU", **kw}))]
+        return [
+            (
+                "embedding_load",
+                lambda **kw: embedding_load(
+                    m,
+                    result.spans,
+                    result.cluster.num_gpus,
+                    iterations,
+                    **{"title": f"{name}: embedding load per GPU", **kw},
+                ),
+            )
+        ]
 
     def plan_report(self, scenario):
         return plan_report(scenario)

@@ -12,6 +12,7 @@ a cost (seconds, additive), HBM bytes and slow-tier bytes. Choose one GPU per mo
 HiGHS stops at `node_limit` branch-and-bound nodes (deterministic, unlike a time limit) and reports
 its dual bound, so the result carries its own optimality gap on the reduced problem.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 @dataclass
 class MilpResult:
-    ranks: np.ndarray | None      # GPU per movable item, None if no feasible point was found
-    objective: float              # most loaded GPU (reduced problem)
+    ranks: np.ndarray | None  # GPU per movable item, None if no feasible point was found
+    objective: float  # most loaded GPU (reduced problem)
     dual_bound: float
     status: str
 
@@ -35,11 +36,22 @@ class MilpResult:
         return max(0.0, 1.0 - self.dual_bound / self.objective)
 
 
-def milp_assign(cost, hbm, slow, fixed_load, fixed_hbm, fixed_slow, hbm_cap: float, host_cap: float,
-                gpus_per_node: int, node_limit: int = 2000, time_limit_s: float = 60.0) -> MilpResult:
+def milp_assign(
+    cost,
+    hbm,
+    slow,
+    fixed_load,
+    fixed_hbm,
+    fixed_slow,
+    hbm_cap: float,
+    host_cap: float,
+    gpus_per_node: int,
+    node_limit: int = 2000,
+    time_limit_s: float = 60.0,
+) -> MilpResult:
     n, g = len(cost), len(fixed_load)
     hosts = g // gpus_per_node
-    nx = n * g                                                    # x[i, k] at i * g + k, then z
+    nx = n * g  # x[i, k] at i * g + k, then z
     col = np.arange(nx)
     item, gpu = col // g, col % g
     assign = sp.csr_matrix((np.ones(nx), (item, col)), shape=(n, nx + 1))
@@ -55,9 +67,13 @@ def milp_assign(cost, hbm, slow, fixed_load, fixed_hbm, fixed_slow, hbm_cap: flo
     objective = np.zeros(nx + 1)
     objective[-1] = 1.0
     integrality = np.concatenate([np.ones(nx), [0]])
-    res = milp(objective, constraints=constraints, integrality=integrality,
-               bounds=Bounds(np.zeros(nx + 1), np.concatenate([np.ones(nx), [np.inf]])),
-               options={"node_limit": node_limit, "time_limit": time_limit_s, "presolve": True})
+    res = milp(
+        objective,
+        constraints=constraints,
+        integrality=integrality,
+        bounds=Bounds(np.zeros(nx + 1), np.concatenate([np.ones(nx), [np.inf]])),
+        options={"node_limit": node_limit, "time_limit": time_limit_s, "presolve": True},
+    )
     dual = float(getattr(res, "mip_dual_bound", np.nan) or 0.0)
     if res.x is None:
         return MilpResult(None, np.inf, dual, res.message)
@@ -82,8 +98,18 @@ def try_milp(items, cost, hbm_b, slow_b, load, caps, model):
     fixed_load = np.bincount(ranks[fixed], cost[fixed], minlength=w)
     fixed_hbm = np.bincount(ranks[fixed], hbm_b[fixed], minlength=w)
     fixed_slow = np.bincount(ranks[fixed] // gpn, slow_b[fixed], minlength=w // gpn)
-    return milp_assign(cost[move], hbm_b[move], slow_b[move], fixed_load, fixed_hbm, fixed_slow,
-                       caps.hbm_bytes_per_gpu, sum(caps.host_tier_bytes.values()), gpn, sh.milp_node_limit)
+    return milp_assign(
+        cost[move],
+        hbm_b[move],
+        slow_b[move],
+        fixed_load,
+        fixed_hbm,
+        fixed_slow,
+        caps.hbm_bytes_per_gpu,
+        sum(caps.host_tier_bytes.values()),
+        gpn,
+        sh.milp_node_limit,
+    )
 
 
 def apply_milp(items, cost, hbm_b, slow_b, load, hbm_used, host_used, gpn, milp) -> None:

@@ -19,6 +19,7 @@ Planners (`sharding.planner`):
 - `manual`: per table scheme, ranks, placement and hot-row fraction (`sharding.tables`).
 A plan that cannot fit raises a ScenarioError saying by how much.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,13 +31,13 @@ from sim.errors import ScenarioError
 from sim.models.dlrm import Table
 from sim.workloads.embedding.cost import CostModel, Shard
 
-DENSE_BYTES_PER_PARAM = 16.0   # assumption: fp32 weights + grads + two Adam states for the dense part
+DENSE_BYTES_PER_PARAM = 16.0  # assumption: fp32 weights + grads + two Adam states for the dense part
 
 
 @dataclass
 class Capacities:
-    hbm_bytes_per_gpu: float                 # for embeddings, after the reservation and dense model
-    host_tier_bytes: dict[str, float]        # per host, slow tier name -> bytes, fastest first
+    hbm_bytes_per_gpu: float  # for embeddings, after the reservation and dense model
+    host_tier_bytes: dict[str, float]  # per host, slow tier name -> bytes, fastest first
 
 
 @dataclass
@@ -44,11 +45,11 @@ class Plan:
     planner: str
     shards: list[Shard]
     capacities: Capacities
-    tier_labels: dict[str, str]              # tier name -> placement label ('ddr5-host' -> 'uvm')
+    tier_labels: dict[str, str]  # tier name -> placement label ('ddr5-host' -> 'uvm')
     lower_bound_s: float | None = None
     max_load_s: float | None = None
     gap: float | None = None
-    milp: object = None                      # recshard: sim.workloads.embedding.milp.MilpResult of the reduced problem
+    milp: object = None  # recshard: sim.workloads.embedding.milp.MilpResult of the reduced problem
 
 
 def gb(x: float) -> str:
@@ -57,6 +58,7 @@ def gb(x: float) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # shards from tables
+
 
 def capacities(model: CostModel, dense_params: float) -> Capacities:
     cfg, hw = model.cfg, model.hw
@@ -94,14 +96,35 @@ def make_shards(tables: list[Table], model: CostModel, budget: float) -> list[Sh
         scheme = choose_scheme(t, stored, model, budget)
         lookups = cfg.batch_size_per_gpu * w * t.pooling * lookups_per_sample
         if scheme == "data_parallel":
-            shards.append(Shard(t, scheme, 0, 1, t.rows, t.dim, cfg.batch_size_per_gpu * t.pooling * lookups_per_sample,
-                                rank=-1, hbm_rows=t.rows))
+            shards.append(
+                Shard(
+                    t,
+                    scheme,
+                    0,
+                    1,
+                    t.rows,
+                    t.dim,
+                    cfg.batch_size_per_gpu * t.pooling * lookups_per_sample,
+                    rank=-1,
+                    hbm_rows=t.rows,
+                )
+            )
         elif scheme in ("row_wise", "table_row_wise"):
             n = w if scheme == "row_wise" else gpn
             edges = np.linspace(0, t.rows, n + 1).round().astype(int)
             for k in range(n):
-                shards.append(Shard(t, scheme, k, n, max(1, edges[k + 1] - edges[k]), t.dim, lookups / n,
-                                    rank=k if scheme == "row_wise" else -1))
+                shards.append(
+                    Shard(
+                        t,
+                        scheme,
+                        k,
+                        n,
+                        max(1, edges[k + 1] - edges[k]),
+                        t.dim,
+                        lookups / n,
+                        rank=k if scheme == "row_wise" else -1,
+                    )
+                )
         elif scheme == "column_wise":
             n = max(1, math.ceil(t.dim / cfg.sharding.column_shard_dim))
             dims = np.diff(np.linspace(0, t.dim, n + 1).round().astype(int))
@@ -114,17 +137,18 @@ def make_shards(tables: list[Table], model: CostModel, budget: float) -> list[Sh
 # ------------------------------------------------------------------------------------------------
 # planners
 
+
 def size_greedy(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     w, gpn = model.num_gpus, model.gpus_per_node
     free = np.full(w, caps.hbm_bytes_per_gpu)
     host_free = {t: np.full(w // gpn, c) for t, c in caps.host_tier_bytes.items()}
-    assigned = np.zeros(w)                          # bytes per GPU, HBM and host tiers together
+    assigned = np.zeros(w)  # bytes per GPU, HBM and host tiers together
     slow = [p for p in model.cfg.placements if p != "hbm"]
     done: set[str] = set()
     for s in sorted(shards, key=lambda s: (-s.rows * model.stored_row_bytes(s), s.name)):
         if s.scheme == "data_parallel" or s.table.name in done:
             continue
-        if s.scheme == "table_row_wise":               # the whole table on the least-filled host
+        if s.scheme == "table_row_wise":  # the whole table on the least-filled host
             done.add(s.table.name)
             host = int(np.argmin(assigned.reshape(-1, gpn).sum(axis=1)))
             for x in (x for x in shards if x.table.name == s.table.name):
@@ -149,9 +173,11 @@ def _place_whole(s: Shard, g: int, free, host_free, assigned, model: CostModel, 
         return
     host = g // model.gpus_per_node
     room = max([f[host] for f in host_free.values()], default=0.0)
-    raise ScenarioError(f"size_greedy: table {s.name} ({gb(need)}) fits neither in GPU {g}'s HBM ({gb(free[g])} free) "
-                        f"nor on a tier of host {host} ({gb(room)} free), short by {gb(need - max(room, free[g]))}",
-                        path="workload.tables")
+    raise ScenarioError(
+        f"size_greedy: table {s.name} ({gb(need)}) fits neither in GPU {g}'s HBM ({gb(free[g])} free) "
+        f"nor on a tier of host {host} ({gb(room)} free), short by {gb(need - max(room, free[g]))}",
+        path="workload.tables",
+    )
 
 
 def _spill(s: Shard, g: int, slow: list[str], need: float, free, host_free, model: CostModel) -> bool:
@@ -161,9 +187,11 @@ def _spill(s: Shard, g: int, slow: list[str], need: float, free, host_free, mode
         if host_free[tier][host] < need:
             continue
         cache = 0
-        if p == "uvm_cache":        # the cache_load_factor share of rows, or as many as the GPU's HBM has room for
-            cache = min(math.ceil(model.cfg.sharding.cache_load_factor * s.rows),
-                        int(max(free[g], 0.0) // model.stored_row_bytes(s)))
+        if p == "uvm_cache":  # the cache_load_factor share of rows, or as many as the GPU's HBM has room for
+            cache = min(
+                math.ceil(model.cfg.sharding.cache_load_factor * s.rows),
+                int(max(free[g], 0.0) // model.stored_row_bytes(s)),
+            )
         s.rank, s.hbm_rows, s.cache_rows, s.tier_rows = g, 0, cache, {tier: s.rows}
         free[g] -= cache * model.stored_row_bytes(s)
         host_free[tier][host] -= need
@@ -217,14 +245,19 @@ def check_capacity(plan: Plan, model: CostModel) -> None:
     over = hbm - plan.capacities.hbm_bytes_per_gpu
     if over.max() > 1.0:
         g = int(np.argmax(over))
-        raise ScenarioError(f"{plan.planner} plan puts {gb(hbm[g])} of embeddings in GPU {g}'s HBM, over its "
-                            f"{gb(plan.capacities.hbm_bytes_per_gpu)} budget by {gb(over[g])}", path="workload.sharding")
+        raise ScenarioError(
+            f"{plan.planner} plan puts {gb(hbm[g])} of embeddings in GPU {g}'s HBM, over its "
+            f"{gb(plan.capacities.hbm_bytes_per_gpu)} budget by {gb(over[g])}",
+            path="workload.sharding",
+        )
     for t, used in tiers.items():
         cap = model.tiers[t].capacity
         if used.max() > cap + 1.0:
             h = int(np.argmax(used))
-            raise ScenarioError(f"{plan.planner} plan puts {gb(used[h])} in host {h}'s {t}, over its {gb(cap)} by "
-                                f"{gb(used[h] - cap)}", path="workload.placements")
+            raise ScenarioError(
+                f"{plan.planner} plan puts {gb(used[h])} in host {h}'s {t}, over its {gb(cap)} by {gb(used[h] - cap)}",
+                path="workload.placements",
+            )
 
 
 def min_hosts(tables: list[Table], model: CostModel, dense_params: float) -> int:
@@ -238,15 +271,21 @@ def min_hosts(tables: list[Table], model: CostModel, dense_params: float) -> int
 def build_plan(tables: list[Table], model: CostModel, dense_params: float) -> Plan:
     caps = capacities(model, dense_params)
     if caps.hbm_bytes_per_gpu <= 0:
-        raise ScenarioError(f"the dense model and reservation leave no HBM for embeddings (short by "
-                            f"{gb(-caps.hbm_bytes_per_gpu)})", path="workload.sharding.hbm_reserved_fraction")
+        raise ScenarioError(
+            f"the dense model and reservation leave no HBM for embeddings (short by {gb(-caps.hbm_bytes_per_gpu)})",
+            path="workload.sharding.hbm_reserved_fraction",
+        )
     shards = make_shards(tables, model, caps.hbm_bytes_per_gpu)
     replicas = sum(s.rows * model.stored_row_bytes(s) for s in shards if s.scheme == "data_parallel")
     if replicas > caps.hbm_bytes_per_gpu:
-        raise ScenarioError(f"data-parallel tables need {gb(replicas)} on every GPU, over the {gb(caps.hbm_bytes_per_gpu)} "
-                            f"budget by {gb(replicas - caps.hbm_bytes_per_gpu)}", path="workload.sharding.data_parallel_max_bytes")
+        raise ScenarioError(
+            f"data-parallel tables need {gb(replicas)} on every GPU, over the {gb(caps.hbm_bytes_per_gpu)} "
+            f"budget by {gb(replicas - caps.hbm_bytes_per_gpu)}",
+            path="workload.sharding.data_parallel_max_bytes",
+        )
     caps.hbm_bytes_per_gpu -= replicas
     from sim.workloads.embedding.recshard import recshard
+
     planner = {"size_greedy": size_greedy, "recshard": recshard, "manual": manual}[model.cfg.sharding.planner]
     plan = planner(shards, model, caps)
     caps.hbm_bytes_per_gpu += replicas

@@ -5,6 +5,7 @@ and backward) beside the planner's estimate, and the HBM / slow-tier bytes each 
 load imbalance (`dcsim run --out` writes it as embedding_load.png). `plan_load` and
 `embedding_kernel_time` are its tables.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,9 @@ def _ranks(text, num_gpus: int) -> list[int]:
 def plan_load(plan: dict, num_gpus: int) -> pd.DataFrame:
     """Per GPU: the planner's estimated embedding time and the HBM / slow-tier bytes of its shards
     (each table's totals split evenly over the ranks holding it)."""
-    load = pd.DataFrame(0.0, index=pd.RangeIndex(num_gpus, name="rank"),
-                        columns=["estimated_s", "hbm_bytes", "slow_bytes"])
+    load = pd.DataFrame(
+        0.0, index=pd.RangeIndex(num_gpus, name="rank"), columns=["estimated_s", "hbm_bytes", "slow_bytes"]
+    )
     for row in plan.values():
         ranks = [r for r in _ranks(row["ranks"], num_gpus) if r < num_gpus]
         for col in load.columns:
@@ -56,8 +58,14 @@ def embedding_kernel_time(spans: pd.DataFrame, num_gpus: int, iterations: int = 
     return out
 
 
-def embedding_load(metrics: dict, spans: pd.DataFrame, num_gpus: int, iterations: int = 1,
-                   title: str = "Embedding load per GPU", path=None):
+def embedding_load(
+    metrics: dict,
+    spans: pd.DataFrame,
+    num_gpus: int,
+    iterations: int = 1,
+    title: str = "Embedding load per GPU",
+    path=None,
+):
     """Per GPU: simulated embedding kernel time (forward + backward) and the planner's estimate;
     below, the HBM and slow-tier bytes of the GPU's shards."""
     sim_t = embedding_kernel_time(spans, num_gpus, iterations)
@@ -67,27 +75,46 @@ def embedding_load(metrics: dict, spans: pd.DataFrame, num_gpus: int, iterations
     total = sim_t.sum(axis=1)
     scale, unit = time_scale(float(max(total.max(), plan["estimated_s"].max(), 1e-12)))
     ax.bar(x, sim_t["forward_s"] * scale, color="tab:blue", label="embedding forward (simulated)")
-    ax.bar(x, sim_t["backward_s"] * scale, bottom=sim_t["forward_s"] * scale, color="tab:cyan",
-           label="embedding backward + optimizer (simulated)")
+    ax.bar(
+        x,
+        sim_t["backward_s"] * scale,
+        bottom=sim_t["forward_s"] * scale,
+        color="tab:cyan",
+        label="embedding backward + optimizer (simulated)",
+    )
     if total.mean() > 0:
         ax.axhline(total.mean() * scale, color="0.4", ls="--", lw=1, label="mean (simulated)")
     handles = []
-    if plan["estimated_s"].sum() > 0:             # additive proxy (uncontended accesses + all-to-all)
+    if plan["estimated_s"].sum() > 0:  # additive proxy (uncontended accesses + all-to-all)
         twin = ax.twinx()
         pscale, punit = time_scale(float(plan["estimated_s"].max()))
-        handles = twin.plot(x, plan["estimated_s"] * pscale, "k_", markersize=14, mew=2,
-                            label="planner's additive cost of the GPU's shards (right axis)")
+        handles = twin.plot(
+            x,
+            plan["estimated_s"] * pscale,
+            "k_",
+            markersize=14,
+            mew=2,
+            label="planner's additive cost of the GPU's shards (right axis)",
+        )
         twin.set_ylim(0, float(plan["estimated_s"].max()) * pscale * 1.15)
         twin.set_ylabel(f"planner cost ({punit})")
     ax.set_ylim(0, float(total.max()) * scale * 1.15 if total.max() > 0 else 1)
     imbalance = metrics.get("load_imbalance")
     ax.set_ylabel(f"embedding kernel time per iteration ({unit})", fontsize=9)
     lines = ax.get_legend_handles_labels()[0] + handles
-    ax.legend(lines, [h.get_label() for h in lines], fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0),
-              ncol=2, frameon=False)
-    ax.set_title(f"{title}" + (f"  (load imbalance max/mean = {imbalance:.2f})" if imbalance else ""), fontsize=10,
-                 pad=40)
-    gib = 2.0 ** 30
+    ax.legend(
+        lines,
+        [h.get_label() for h in lines],
+        fontsize=8,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=2,
+        frameon=False,
+    )
+    ax.set_title(
+        f"{title}" + (f"  (load imbalance max/mean = {imbalance:.2f})" if imbalance else ""), fontsize=10, pad=40
+    )
+    gib = 2.0**30
     ax2.bar(x - 0.2, plan["hbm_bytes"] / gib, width=0.4, color="tab:green", label="HBM")
     ax2.bar(x + 0.2, plan["slow_bytes"] / gib, width=0.4, color="tab:pink", label="slow tiers (UVM/CXL/SCM/SSD)")
     ax2.set_ylabel("embedding bytes held (GiB)")

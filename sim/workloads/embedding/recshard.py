@@ -22,6 +22,7 @@ The planner:
 (sim/workloads/embedding/cost.py) plus its share of the pooled all-to-all; the balancing works on it, and the
 simulation then measures the real, contended result.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,15 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
         return 0.0
     b = cfg.batch_size_per_gpu
     share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
-    index = b * (w - 1) * (s.table.pooling / cfg.dedup * share * model.index_bytes + LENGTH_BYTES
-                           + (LENGTH_BYTES if cfg.dedup > 1 else 0.0))
+    index = (
+        b
+        * (w - 1)
+        * (
+            s.table.pooling / cfg.dedup * share * model.index_bytes
+            + LENGTH_BYTES
+            + (LENGTH_BYTES if cfg.dedup > 1 else 0.0)
+        )
+    )
     pooled = b * (w - 1) * s.dim * model.pooled_bytes / model._pooled_dedup()
     cross = (w - gpn) / (w - 1)
     per_byte = cross / model.hw.nic.achieved_bytes_per_s + (1 - cross) / model.hw.scale_up.achieved_bytes_per_s
@@ -53,7 +61,9 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
 def proxy_s(model: CostModel, s: Shard) -> float:
     """Additive cost of a shard: its accesses at uncontended per-access times, plus its all-to-all."""
     tr = model.traffic(s)
-    t = (tr.fwd_hbm_extra_bytes + tr.bwd_hbm_extra_bytes) / (model.hw.gpu.memory_bandwidth * model.hw.gpu.efficiency.memory)
+    t = (tr.fwd_hbm_extra_bytes + tr.bwd_hbm_extra_bytes) / (
+        model.hw.gpu.memory_bandwidth * model.hw.gpu.efficiency.memory
+    )
     t += sum(a.count * model.access_time_s(a.tier, a.access_bytes) for a in tr.fwd + tr.bwd)
     return t + comm_proxy_s(model, s)
 
@@ -71,16 +81,24 @@ def fill(shards: list[Shard], start: list[int], capacity: float, model: CostMode
     if slow_tier is None:
         weight = np.array([s.lookups / bi for s, bi in zip(shards, b)])
     else:
-        weight = np.array([s.lookups * max(model.access_time_s(slow_tier, model.row_bytes(s))
-                                           - model.access_time_s("hbm", model.row_bytes(s)), 1e-15) / bi
-                           for s, bi in zip(shards, b)])
+        weight = np.array(
+            [
+                s.lookups
+                * max(
+                    model.access_time_s(slow_tier, model.row_bytes(s)) - model.access_time_s("hbm", model.row_bytes(s)),
+                    1e-15,
+                )
+                / bi
+                for s, bi in zip(shards, b)
+            ]
+        )
 
     def ends(lam: float) -> np.ndarray:
         return np.maximum(st, [s.dist.hot_rows(lam / wi) for s, wi in zip(shards, weight)])
 
     top = max(wi * s.dist.pmf(1) for s, wi in zip(shards, weight)) * 2
     low = min(wi * s.dist.pmf(s.rows) for s, wi in zip(shards, weight)) / 2
-    lo, hi = math.log(low), math.log(top)         # lo: everything fits the threshold, hi: nothing
+    lo, hi = math.log(low), math.log(top)  # lo: everything fits the threshold, hi: nothing
     for _ in range(80):
         mid = (lo + hi) / 2
         if float(((ends(math.exp(mid)) - st) * b).sum()) > capacity:
@@ -106,9 +124,11 @@ def place_rest(shards: list[Shard], hbm_rows: list[int], model: CostModel, caps:
     short = sum((s.rows - e) * model.stored_row_bytes(s) for s, e in zip(shards, bound))
     if short > 0:
         where = f"host {host}" if host >= 0 else "the cluster"
-        raise ScenarioError(f"{where}: the HBM and {', '.join(caps.host_tier_bytes) or 'no host tier'} left for "
-                            f"its shards hold too little, short by {gb(short)}", path="workload.placements")
-
+        raise ScenarioError(
+            f"{where}: the HBM and {', '.join(caps.host_tier_bytes) or 'no host tier'} left for "
+            f"its shards hold too little, short by {gb(short)}",
+            path="workload.placements",
+        )
 
 
 def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
@@ -118,9 +138,12 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     total_slow = sum(caps.host_tier_bytes.values()) * (w // gpn)
     need = sum(s.rows * model.stored_row_bytes(s) for s in items)
     if need > caps.hbm_bytes_per_gpu * w + total_slow:
-        raise ScenarioError(f"embedding tables need {gb(need)} but HBM ({gb(caps.hbm_bytes_per_gpu)} x {w} GPUs) and host "
-                            f"tiers hold {gb(caps.hbm_bytes_per_gpu * w + total_slow)}: short by "
-                            f"{gb(need - caps.hbm_bytes_per_gpu * w - total_slow)}", path="workload.tables")
+        raise ScenarioError(
+            f"embedding tables need {gb(need)} but HBM ({gb(caps.hbm_bytes_per_gpu)} x {w} GPUs) and host "
+            f"tiers hold {gb(caps.hbm_bytes_per_gpu * w + total_slow)}: short by "
+            f"{gb(need - caps.hbm_bytes_per_gpu * w - total_slow)}",
+            path="workload.tables",
+        )
     # 1. relaxation: every GPU's HBM and every host's tiers pooled
     hosts = w // gpn
     pooled = Capacities(caps.hbm_bytes_per_gpu * w, {t: c * hosts for t, c in caps.host_tier_bytes.items()})
@@ -137,8 +160,15 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
             best = (final_max, milp, _snapshot(items))
     final_max, milp, state = best
     _restore(items, state)
-    plan = Plan("recshard", shards, caps, labels(model), lower_bound, final_max,
-                float(max(0.0, 1 - lower_bound / final_max)) if final_max > 0 else 0.0)
+    plan = Plan(
+        "recshard",
+        shards,
+        caps,
+        labels(model),
+        lower_bound,
+        final_max,
+        float(max(0.0, 1 - lower_bound / final_max)) if final_max > 0 else 0.0,
+    )
     plan.milp = milp
     return plan
 
@@ -175,8 +205,12 @@ def _assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str):
     _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add, pin_rule)
     for i in sorted((i for i, s in enumerate(items) if s.rank < 0), key=lambda i: -cost[i]):
         fits = (hbm_used + hbm_b[i] <= caps.hbm_bytes_per_gpu) & (np.repeat(host_used, gpn) + slow_b[i] <= host_cap)
-        add(i, int(np.argmin(np.where(fits, load, np.inf))) if fits.any() else
-            _squeeze(i, items, hbm_b, slow_b, cost, hbm_used, host_used, caps, model))
+        add(
+            i,
+            int(np.argmin(np.where(fits, load, np.inf)))
+            if fits.any()
+            else _squeeze(i, items, hbm_b, slow_b, cost, hbm_used, host_used, caps, model),
+        )
     # 3. refinement on the additive cost; the MILP of the reduced problem where it is small enough
     _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, model.cfg.sharding.refine_rounds)
     milp = try_milp(items, cost, hbm_b, slow_b, load, caps, model)
@@ -207,19 +241,27 @@ def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn
         if s.scheme == "table_row_wise":
             groups.setdefault(s.table.name, []).append(i)
     host_cap = sum(caps.host_tier_bytes.values())
-    table_bytes = np.zeros(len(host_used))                     # whole table-row-wise tables per host
+    table_bytes = np.zeros(len(host_used))  # whole table-row-wise tables per host
     model_bytes = (hbm_b + slow_b) / np.array([s.rows for s in items])
     order = (lambda g: -items[g[0]].table.rows * model_bytes[g[0]]) if rule == "bytes" else (lambda g: -cost[g].sum())
     for idx in sorted(groups.values(), key=order):
         ranks = np.array([items[i].index for i in idx])
         host_load = load.reshape(-1, gpn).sum(axis=1)
-        fits = np.array([(hbm_used[h * gpn + ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all()
-                         and host_used[h] + slow_b[idx].sum() <= host_cap for h in range(len(host_used))])
+        fits = np.array(
+            [
+                (hbm_used[h * gpn + ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all()
+                and host_used[h] + slow_b[idx].sum() <= host_cap
+                for h in range(len(host_used))
+            ]
+        )
         if rule == "cost" and fits.any():
             host = int(np.argmin(np.where(fits, host_load, np.inf)))
         else:
-            host = int(np.argmin(table_bytes)) if rule == "bytes" else \
-                int(np.argmax(caps.hbm_bytes_per_gpu * gpn - hbm_used.reshape(-1, gpn).sum(axis=1)))
+            host = (
+                int(np.argmin(table_bytes))
+                if rule == "bytes"
+                else int(np.argmax(caps.hbm_bytes_per_gpu * gpn - hbm_used.reshape(-1, gpn).sum(axis=1)))
+            )
         table_bytes[host] += items[idx[0]].table.rows * model_bytes[idx[0]]
         for i, k in zip(idx, ranks):
             items[i].host = host
@@ -234,13 +276,15 @@ def _squeeze(i, items, hbm_b, slow_b, cost, hbm_used, host_used, caps, model) ->
     total = hbm_b[i] + slow_b[i]
     ok = room >= total
     if not ok.any():
-        raise ScenarioError(f"recshard: shard {items[i].name} ({gb(total)}) fits on no GPU and host, short by "
-                            f"{gb(total - room.max())}", path="workload.tables")
+        raise ScenarioError(
+            f"recshard: shard {items[i].name} ({gb(total)}) fits on no GPU and host, short by {gb(total - room.max())}",
+            path="workload.tables",
+        )
     g = int(np.argmax(np.where(ok, free, -np.inf)))
     s = items[i]
     keep = min(s.hbm_rows, max(0, int(free[g] // model.stored_row_bytes(s))))
     moved = (s.hbm_rows - keep) * model.stored_row_bytes(s)
-    rows = {t: s.tier_rows.get(t, 0) for t in caps.host_tier_bytes}          # fastest tier first
+    rows = {t: s.tier_rows.get(t, 0) for t in caps.host_tier_bytes}  # fastest tier first
     first = next(iter(rows))
     rows[first] += s.hbm_rows - keep
     s.hbm_rows, s.tier_rows = keep, {t: n for t, n in rows.items() if n}
@@ -273,8 +317,10 @@ def _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, ro
                 delta = cost[i] - cost[js]
                 fits = (hbm_used[g] - hbm_b[i] + hbm_b[js] <= cap) & (hbm_used[h_j] - hbm_b[js] + hbm_b[i] <= cap)
                 same = host_of[h_j] == host_of[g]
-                fits &= same | ((host_used[host_of[g]] - slow_b[i] + slow_b[js] <= host_cap)
-                                & (host_used[host_of[h_j]] - slow_b[js] + slow_b[i] <= host_cap))
+                fits &= same | (
+                    (host_used[host_of[g]] - slow_b[i] + slow_b[js] <= host_cap)
+                    & (host_used[host_of[h_j]] - slow_b[js] + slow_b[i] <= host_cap)
+                )
                 val = np.where(fits, np.maximum(load[g] - delta, load[h_j] + delta), np.inf)
                 k = int(np.argmin(val))
                 if val[k] < best_val:

@@ -3,12 +3,13 @@ estimate of an iteration, which is sim/workloads/embedding/estimate.py): per ite
 all-to-alls (PXN: n(L+H-2) flows, direct: n(n-1)), two bucketed all-reduces, the tier flows and the
 kernels of every GPU; plus the tables' planner arrays.
 """
+
 from __future__ import annotations
 
 from sim.engine.cost import EVENTS_PER_FLOW, EVENTS_PER_KERNEL, Estimate
 from sim.network.collective_cost import collective_cost
 
-BYTES_PER_TABLE = 1e4              # assumption: an embedding table, its shards and planner arrays
+BYTES_PER_TABLE = 1e4  # assumption: an embedding table, its shards and planner arrays
 
 
 def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -22,10 +23,20 @@ def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
     tier_flows = 2 * n * max(1, len(cfg.placements) - 1)
     flows = 3 * a2a + 2 * allreduce.flows + tier_flows
     kernels = n * (3 * (len(cfg.dense.bottom_mlp) + len(cfg.dense.top_mlp) + 2) + 4)
-    per_iter = Estimate(events=EVENTS_PER_FLOW * flows + EVENTS_PER_KERNEL * kernels + 2 * allreduce.events,
-                        flows=flows, simulated_flows=flows, peak_flows=a2a + n, kernels=kernels,
-                        spans=kernels + flows, listed_flows=3 * a2a + allreduce.listed_flows)
-    est = Estimate(path="workload.iterations", hint="fewer iterations or GPUs, or network_model: analytical",
-                   extra_bytes=tables * BYTES_PER_TABLE, notes=[f"{tables} tables"])
+    per_iter = Estimate(
+        events=EVENTS_PER_FLOW * flows + EVENTS_PER_KERNEL * kernels + 2 * allreduce.events,
+        flows=flows,
+        simulated_flows=flows,
+        peak_flows=a2a + n,
+        kernels=kernels,
+        spans=kernels + flows,
+        listed_flows=3 * a2a + allreduce.listed_flows,
+    )
+    est = Estimate(
+        path="workload.iterations",
+        hint="fewer iterations or GPUs, or network_model: analytical",
+        extra_bytes=tables * BYTES_PER_TABLE,
+        notes=[f"{tables} tables"],
+    )
     est.add(per_iter, times=cfg.iterations)
     return est

@@ -28,6 +28,7 @@ GPUs), `slow_tier_accesses_per_iteration`, `hbm_bytes_per_gpu_max`, `plan`, `pla
 a wait includes waiting for slower GPUs) and `breakdown_s_critical_gpu` (the same for the GPU that
 finished each iteration last).
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -56,13 +57,16 @@ def _entry_kind(v) -> str:
     return "generator" if isinstance(v, TableGenerator) else "table"
 
 
-TableEntry = Annotated[Annotated[TableConfig, Tag("table")] | Annotated[TableGenerator, Tag("generator")],
-                       Discriminator(_entry_kind)]
+TableEntry = Annotated[
+    Annotated[TableConfig, Tag("table")] | Annotated[TableGenerator, Tag("generator")], Discriminator(_entry_kind)
+]
 
 
 class ManualTable(StrictModel):
     scheme: Scheme = "table_wise"
-    ranks: list[int] | None = Field(None, description="table/column-wise: shard ranks; table-row-wise: a rank of the host")
+    ranks: list[int] | None = Field(
+        None, description="table/column-wise: shard ranks; table-row-wise: a rank of the host"
+    )
     placement: Placement = "hbm"
     hbm_fraction: float | None = Field(None, ge=0, le=1, description="hottest rows kept in HBM, rest in placement")
 
@@ -74,11 +78,16 @@ class ShardingConfig(StrictModel):
     data_parallel_max_bytes: Bytes = Field(0, ge=0, description="auto: replicate tables up to this size")
     column_shard_dim: int = Field(64, ge=1)
     hbm_reserved_fraction: float = Field(0.15, ge=0, lt=1, description="TorchRec's default storage reservation (15%)")
-    cache_load_factor: float = Field(0.2, gt=0, le=1, description="uvm_cache: cached share of rows (TorchRec default 0.2)")
+    cache_load_factor: float = Field(
+        0.2, gt=0, le=1, description="uvm_cache: cached share of rows (TorchRec default 0.2)"
+    )
     cache_policy: Literal["lru", "static_hot_rows", "static", "numa_balancing", "tpp"] = Field(
-        "lru", description="uvm_cache: placement policy of the HBM cache (sim/memory/policies.py, steady state)")
+        "lru", description="uvm_cache: placement policy of the HBM cache (sim/memory/policies.py, steady state)"
+    )
     refine_rounds: int = Field(500, ge=0)
-    milp_max_binaries: int = Field(0, ge=0, description="recshard: also solve the reduced MILP up to this many binaries (0: off)")
+    milp_max_binaries: int = Field(
+        0, ge=0, description="recshard: also solve the reduced MILP up to this many binaries (0: off)"
+    )
     milp_node_limit: int = Field(20, ge=1, description="recshard: branch-and-bound nodes (deterministic)")
     tables: dict[str, ManualTable] = Field(default_factory=dict, description="manual planner: per-table plan")
 
@@ -88,7 +97,8 @@ class Config(WorkloadBase):
     batch_size_per_gpu: int = Field(4096, ge=1)
     tables: list[TableEntry] = Field(
         description="explicit tables and/or generators {count, rows, dim, pooling, zipf_alpha, seed}; "
-                    "one generator mapping alone is accepted too")
+        "one generator mapping alone is accepted too"
+    )
     dense: DenseConfig = DenseConfig()
     optimizer: Literal["sgd", "rowwise_adagrad", "adagrad", "adam"] = "rowwise_adagrad"
     sharding: ShardingConfig = ShardingConfig()
@@ -96,7 +106,9 @@ class Config(WorkloadBase):
     dedup: float = Field(1.0, ge=1.0, description="RecD: average duplicates per distinct value in a batch")
     dedup_pooled: bool = Field(True, description="RecD: exchange deduplicated pooled embeddings")
     index_dtype: Literal["int32", "int64"] = "int64"
-    pooled_dtype: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="all-to-all dtype (TorchRec default fp32)")
+    pooled_dtype: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="all-to-all dtype (TorchRec default fp32)"
+    )
     all_to_all: Literal["pxn", "direct"] = "pxn"
     iterations: int = Field(20, ge=1)
 
@@ -106,8 +118,10 @@ class Config(WorkloadBase):
         return [v] if isinstance(v, dict) else v
 
     def table_lists(self) -> tuple[list[TableConfig], list[TableGenerator]]:
-        return ([t for t in self.tables if isinstance(t, TableConfig)],
-                [g for g in self.tables if isinstance(g, TableGenerator)])
+        return (
+            [t for t in self.tables if isinstance(t, TableConfig)],
+            [g for g in self.tables if isinstance(g, TableGenerator)],
+        )
 
     def check(self, hardware) -> None:
         explicit, generators = self.table_lists()
@@ -121,26 +135,42 @@ class Config(WorkloadBase):
         kinds = [t.kind for t in hardware.memory_tiers]
         for i, p in enumerate(self.placements):
             if p != "hbm" and PLACEMENT_TIER_KIND[p] not in kinds:
-                raise ScenarioError(f"needs a hardware.memory_tiers entry of kind {PLACEMENT_TIER_KIND[p]} "
-                                    f"(have: {', '.join(kinds) or 'none'})", path=f"workload.placements.{i}", value=p)
+                raise ScenarioError(
+                    f"needs a hardware.memory_tiers entry of kind {PLACEMENT_TIER_KIND[p]} "
+                    f"(have: {', '.join(kinds) or 'none'})",
+                    path=f"workload.placements.{i}",
+                    value=p,
+                )
         if self.dense.interaction == "dot":
-            dims = {t.dim for t in explicit} | {d for g in generators for d in (g.dim if isinstance(g.dim, list) else [g.dim])}
+            dims = {t.dim for t in explicit} | {
+                d for g in generators for d in (g.dim if isinstance(g.dim, list) else [g.dim])
+            }
             if dims - {self.dense.embedding_dim}:
-                raise ScenarioError(f"dot interaction needs every table dim = bottom MLP output "
-                                    f"{self.dense.embedding_dim}", path="workload.dense.interaction", value=sorted(dims))
+                raise ScenarioError(
+                    f"dot interaction needs every table dim = bottom MLP output {self.dense.embedding_dim}",
+                    path="workload.dense.interaction",
+                    value=sorted(dims),
+                )
         sh = self.sharding
         if sh.planner == "manual":
             for name, spec in sh.tables.items():
                 bad = [r for r in spec.ranks or [] if not 0 <= r < hardware.num_gpus]
                 if bad:
-                    raise ScenarioError(f"ranks must be in 0..{hardware.num_gpus - 1}",
-                                        path=f"workload.sharding.tables.{name}.ranks", value=spec.ranks)
+                    raise ScenarioError(
+                        f"ranks must be in 0..{hardware.num_gpus - 1}",
+                        path=f"workload.sharding.tables.{name}.ranks",
+                        value=spec.ranks,
+                    )
                 if spec.placement != "hbm" and spec.placement not in self.placements:
-                    raise ScenarioError(f"placement not in workload.placements {self.placements}",
-                                        path=f"workload.sharding.tables.{name}.placement", value=spec.placement)
+                    raise ScenarioError(
+                        f"placement not in workload.placements {self.placements}",
+                        path=f"workload.sharding.tables.{name}.placement",
+                        value=spec.placement,
+                    )
 
 
 # ------------------------------------------------------------------------------------------------
+
 
 def prepare(sim, hardware, config: Config):
     """Tables, cost model and plan (shared by `simulate` and `dcsim plan`)."""
@@ -149,8 +179,10 @@ def prepare(sim, hardware, config: Config):
     if config.sharding.planner == "manual":
         missing = [t.name for t in tables if t.name not in config.sharding.tables]
         if missing:
-            raise ScenarioError(f"manual planner has no entry for {len(missing)} tables: {', '.join(missing[:5])}",
-                                path="workload.sharding.tables")
+            raise ScenarioError(
+                f"manual planner has no entry for {len(missing)} tables: {', '.join(missing[:5])}",
+                path="workload.sharding.tables",
+            )
     model = CostModel(hardware, config)
     dense_params = config.dense.dense_params([t.dim for t in tables])
     return tables, model, build_plan(tables, model, dense_params)
@@ -161,6 +193,7 @@ def plan_report(scenario) -> dict:
     from hardware_models.units import format_bytes
     from sim.cluster.cluster import Cluster
     from sim.engine.simulation import Simulation
+
     cfg = scenario.workload
     if cfg.kind != "embedding_training":
         raise ScenarioError("dcsim plan needs an embedding_training workload", path="workload.kind", value=cfg.kind)
@@ -170,9 +203,20 @@ def plan_report(scenario) -> dict:
     est = estimate(plan, model, cluster.network, cfg, tables)
     summary = plan_summary(plan, model)
     short = {"table_wise": "TW", "row_wise": "RW", "column_wise": "CW", "table_row_wise": "TWRW", "data_parallel": "DP"}
-    rows = [[name, short[r["scheme"]], str(r["shards"]), r["ranks"], r["placement"], f"{100 * r['hbm_fraction']:.1f}%",
-             format_bytes(r["hbm_bytes"]), format_bytes(r["slow_bytes"]), f"{1e3 * r['estimated_s']:.3f}"]
-            for name, r in summary.items()]
+    rows = [
+        [
+            name,
+            short[r["scheme"]],
+            str(r["shards"]),
+            r["ranks"],
+            r["placement"],
+            f"{100 * r['hbm_fraction']:.1f}%",
+            format_bytes(r["hbm_bytes"]),
+            format_bytes(r["slow_bytes"]),
+            f"{1e3 * r['estimated_s']:.3f}",
+        ]
+        for name, r in summary.items()
+    ]
     per_gpu = np.asarray(est["embedding_s_per_gpu"])
     hosts = min_hosts(tables, model, cfg.dense.dense_params([t.dim for t in tables]))
     footer = [
@@ -185,15 +229,25 @@ def plan_report(scenario) -> dict:
         f"tables with placements {cfg.placements}: {hosts} (scenario has {scenario.hardware.nodes})",
     ]
     if plan.gap is not None:
-        footer.append(f"balancing cost: most loaded GPU {1e3 * plan.max_load_s:.3f} ms, lower bound "
-                      f"{1e3 * plan.lower_bound_s:.3f} ms, optimality gap {100 * plan.gap:.1f}%")
-    return {"title": f"{scenario.name}: {plan.planner} plan, {len(tables)} tables on {model.num_gpus} GPUs",
-            "columns": ["table", "scheme", "shards", "ranks", "placement", "rows in HBM", "HBM", "slow tier",
-                        "est. ms"],
-            "rows": rows, "footer": footer,
-            "summary": {"planner": plan.planner, "planner_estimate_s": est["iteration_s"],
-                        "planner_estimate_breakdown_s": est["breakdown_s"], "planner_gap": plan.gap,
-                        "planner_lower_bound_s": plan.lower_bound_s, "min_hosts": hosts, "plan": summary}}
+        footer.append(
+            f"balancing cost: most loaded GPU {1e3 * plan.max_load_s:.3f} ms, lower bound "
+            f"{1e3 * plan.lower_bound_s:.3f} ms, optimality gap {100 * plan.gap:.1f}%"
+        )
+    return {
+        "title": f"{scenario.name}: {plan.planner} plan, {len(tables)} tables on {model.num_gpus} GPUs",
+        "columns": ["table", "scheme", "shards", "ranks", "placement", "rows in HBM", "HBM", "slow tier", "est. ms"],
+        "rows": rows,
+        "footer": footer,
+        "summary": {
+            "planner": plan.planner,
+            "planner_estimate_s": est["iteration_s"],
+            "planner_estimate_breakdown_s": est["breakdown_s"],
+            "planner_gap": plan.gap,
+            "planner_lower_bound_s": plan.lower_bound_s,
+            "min_hosts": hosts,
+            "plan": summary,
+        },
+    }
 
 
 def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
@@ -212,7 +266,7 @@ def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
             yield ready[first]
         else:
             h = -1 - first
-            yield sim.all_of(ready[h * gpus_per_node:(h + 1) * gpus_per_node])
+            yield sim.all_of(ready[h * gpus_per_node : (h + 1) * gpus_per_node])
         receivers = np.array([dst_rank for *_, dst_rank in group], dtype=np.int64)
 
         def arrived(indices: np.ndarray) -> None:
@@ -220,8 +274,8 @@ def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
                 pending[rank] -= 1
                 if pending[rank] == 0:
                     done[rank].succeed()
-        network.transfer_many([(src, dst, nbytes) for src, dst, nbytes, _ in group], name=name,
-                              on_flow_done=arrived)
+
+        network.transfer_many([(src, dst, nbytes) for src, dst, nbytes, _ in group], name=name, on_flow_done=arrived)
 
     for first, group in by_source.items():
         sim.process(send(first, group))
@@ -231,8 +285,16 @@ def exchange(sim, network, flows, ready, gpus_per_node: int, name: str):
     return done
 
 
-PHASES = ("index_a2a", "embedding_fwd", "pooled_a2a_fwd", "dense_top", "grad_a2a_bwd", "embedding_bwd",
-          "allreduce_exposed", "sync_wait")
+PHASES = (
+    "index_a2a",
+    "embedding_fwd",
+    "pooled_a2a_fwd",
+    "dense_top",
+    "grad_a2a_bwd",
+    "embedding_bwd",
+    "allreduce_exposed",
+    "sync_wait",
+)
 
 
 def simulate(sim, cluster, config: Config):
@@ -245,8 +307,10 @@ def simulate(sim, cluster, config: Config):
     est = estimate(plan, model, cluster.network, config, tables)
     index_m, pooled_m = comm_matrices(plan.shards, model)
     nodes = [d.node for d in cluster.devices]
-    flows = {k: a2a_flows(m, nodes, gpn, config.all_to_all)
-             for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))}
+    flows = {
+        k: a2a_flows(m, nodes, gpn, config.all_to_all)
+        for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
+    }
     ar_top, ar_bottom = est["allreduce_bytes"]
     rng = sim.rng("embedding.lookups")
     shares = [np.array([p for _, p in model.region_shares(s)]) for s in plan.shards]
@@ -265,10 +329,27 @@ def simulate(sim, cluster, config: Config):
         grad_in = exchange(sim, cluster.network, flows["grad"], ev["top_done"], gpn, "grad_a2a")
         allreduce = sim.process(_allreduce(sim, cluster, ev, ar_top, ar_bottom))
         start = sim.now
-        ranks = [sim.process(_rank(sim, cluster.devices[r], memory, per_rank[r], bottom, top, config.dense.dtype,
-                                   index_in[r], pooled_in[r], grad_in[r], allreduce,
-                                   ev["fwd_done"][r], ev["top_done"][r], ev["bottom_done"][r]))
-                 for r in range(w)]
+        ranks = [
+            sim.process(
+                _rank(
+                    sim,
+                    cluster.devices[r],
+                    memory,
+                    per_rank[r],
+                    bottom,
+                    top,
+                    config.dense.dtype,
+                    index_in[r],
+                    pooled_in[r],
+                    grad_in[r],
+                    allreduce,
+                    ev["fwd_done"][r],
+                    ev["top_done"][r],
+                    ev["bottom_done"][r],
+                )
+            )
+            for r in range(w)
+        ]
         yield sim.all_of(ranks)
         iter_s.append(sim.now - start)
         this = np.zeros((w, len(PHASES)))
@@ -277,7 +358,7 @@ def simulate(sim, cluster, config: Config):
             emb_s[r] += emb
             this[r] = np.diff(marks + [sim.now])
         phase_s += this
-        critical_s += this[int(np.argmin(this[:, -1]))]       # the GPU that finished last waited least
+        critical_s += this[int(np.argmin(this[:, -1]))]  # the GPU that finished last waited least
     iteration_s = float(np.mean(iter_s))
     slow = {t: n / config.iterations for t, n in memory.accesses.items() if t != "hbm"}
     a2a_bytes = {k: float(m.sum()) for k, m in (("index", index_m), ("pooled_fwd", pooled_m), ("grad_bwd", pooled_m.T))}
@@ -315,7 +396,7 @@ def _sample_traffic(shards, shares, model: CostModel, rng: np.random.Generator, 
     Lookups per shard ~ Poisson(mean); their split over the shard's tiers ~ multinomial(shares)."""
     out = [[[], [], 0.0, 0.0] for _ in range(w)]
     for s, p in zip(shards, shares):
-        for r in (range(w) if s.rank < 0 else [s.rank]):
+        for r in range(w) if s.rank < 0 else [s.rank]:
             lookups = float(rng.poisson(s.lookups))
             counts = rng.multinomial(int(lookups), p).astype(float).tolist() if len(p) and not s.cache_rows else None
             tr = model.traffic(s, lookups, counts)
@@ -326,8 +407,22 @@ def _sample_traffic(shards, shares, model: CostModel, rng: np.random.Generator, 
     return out
 
 
-def _rank(sim, dev, memory, traffic, bottom, top, dtype, index_in, pooled_in, grad_in, allreduce,
-          fwd_done, top_done, bottom_done):
+def _rank(
+    sim,
+    dev,
+    memory,
+    traffic,
+    bottom,
+    top,
+    dtype,
+    index_in,
+    pooled_in,
+    grad_in,
+    allreduce,
+    fwd_done,
+    top_done,
+    bottom_done,
+):
     """One GPU's iteration; returns (phase start times, embedding kernel seconds)."""
     fwd_acc, bwd_acc, fwd_extra, bwd_extra = traffic
     marks = [sim.now]

@@ -7,6 +7,7 @@
 - `workload`: `simulate`.
 - `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate; `plots`: trainer buffers over time.
 """
+
 from sim.workloads.ingestion.workload import Config, simulate
 
 __all__ = ["Config", "simulate"]

@@ -21,6 +21,7 @@ uncompressed with all columns, a partition holds `partition_bytes` of compressed
 `columns_read` of the columns. `media:` (see media_pipeline.py) replaces `cpu_s_per_sample` with the
 stages of a video-curation pipeline. NICs, media and GPUs take catalog names or inline mappings.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,10 +56,14 @@ class DatasetConfig(StrictModel):
     columns_read: float = Field(1.0, gt=0, le=1, description="fraction of columns (bytes) the job reads")
     compression: float = Field(1.0, ge=1, description="uncompressed / stored bytes")
     partition_bytes: Bytes = Field(gt=0, description="stored bytes of one partition; one split reads one")
-    read_bytes: Bytes | None = Field(None, gt=0, description="bytes per storage access; default one column "
-                                                             "chunk (partition_bytes / columns)")
-    tensor_bytes_per_sample: Bytes | None = Field(None, gt=0, description="preprocessed bytes per sample "
-                                                  "sent to a trainer; default bytes_per_sample x columns_read")
+    read_bytes: Bytes | None = Field(
+        None, gt=0, description="bytes per storage access; default one column chunk (partition_bytes / columns)"
+    )
+    tensor_bytes_per_sample: Bytes | None = Field(
+        None,
+        gt=0,
+        description="preprocessed bytes per sample sent to a trainer; default bytes_per_sample x columns_read",
+    )
 
     @property
     def samples_per_partition(self) -> int:
@@ -95,8 +100,14 @@ class StorageConfig(StrictModel):
         latency; random accesses are charged explicitly per read (pipeline_parts.Storage)."""
         n, m = self.media_per_node, self.media
         bandwidth = m.bandwidth * n
-        return m.model_copy(update={"bandwidth": bandwidth, "write_bandwidth": m.write_bandwidth_bytes_per_s * n,
-                                    "iops": bandwidth / m.granularity, "latency": 0.0})
+        return m.model_copy(
+            update={
+                "bandwidth": bandwidth,
+                "write_bandwidth": m.write_bandwidth_bytes_per_s * n,
+                "iops": bandwidth / m.granularity,
+                "latency": 0.0,
+            }
+        )
 
     @property
     def bytes_per_access(self) -> float:
@@ -129,8 +140,9 @@ class AutoscaleConfig(StrictModel):
     startup_s: Seconds = Field(2.0, ge=0, description="time for a new worker to start (assumption)")
     low_watermark: float = Field(0.5, gt=0, lt=1, description="scale up below this mean buffer fill")
     high_watermark: float = Field(0.9, gt=0, le=1, description="consider scaling down above this fill")
-    scale_down_utilisation: float = Field(0.8, gt=0, le=1,
-                                          description="scale down only if the rest stay below this core use")
+    scale_down_utilisation: float = Field(
+        0.8, gt=0, le=1, description="scale down only if the rest stay below this core use"
+    )
 
 
 class PreprocessingConfig(StrictModel):
@@ -141,10 +153,18 @@ class PreprocessingConfig(StrictModel):
     batch_samples: int = Field(4096, ge=1, description="samples per batch sent to a trainer")
     cores_per_batch: int = Field(1, ge=1, description="cores one batch's CPU stages run on in parallel")
     splits_in_flight: int = Field(2, ge=1, description="splits a worker reads/processes concurrently")
-    output_batches: int | None = Field(None, ge=1, description="batches a worker holds in process or awaiting "
-                                       "a trainer slot; default twice the batches its cores run at once")
-    service_cv: float = Field(0.3, ge=0, description="coefficient of variation of stage busy times and "
-                              "storage access times (assumption: data skew, noisy neighbours)")
+    output_batches: int | None = Field(
+        None,
+        ge=1,
+        description="batches a worker holds in process or awaiting "
+        "a trainer slot; default twice the batches its cores run at once",
+    )
+    service_cv: float = Field(
+        0.3,
+        ge=0,
+        description="coefficient of variation of stage busy times and "
+        "storage access times (assumption: data skew, noisy neighbours)",
+    )
     heartbeat_timeout_s: Seconds = Field(2.0, ge=0, description="master notices a crashed worker after this")
     autoscale: AutoscaleConfig = AutoscaleConfig()
 
@@ -159,8 +179,12 @@ class PreprocessingConfig(StrictModel):
 class TrainersConfig(StrictModel):
     demand_samples_per_s_per_host: float = Field(gt=0)
     buffer_batches: int = Field(8, ge=1, description="batches a trainer host buffers")
-    training_cores: int = Field(16, ge=0, description="on_trainer: host cores the training processes keep "
-                                "(assumption: one feeder per GPU + communication threads)")
+    training_cores: int = Field(
+        16,
+        ge=0,
+        description="on_trainer: host cores the training processes keep "
+        "(assumption: one feeder per GPU + communication threads)",
+    )
 
 
 class DedupConfig(StrictModel):
@@ -205,6 +229,7 @@ class Config(WorkloadBase):
 
     def host_pools(self, hardware) -> list:
         from hardware_models.topology import HostPool
+
         pools = [HostPool("storage", self.storage.nodes, self.storage.nic, [self.storage.medium_link_spec()])]
         if self.disaggregated:
             pools.append(HostPool("preproc", self.pool_size(), self.preprocessing.worker.nic))
@@ -212,4 +237,5 @@ class Config(WorkloadBase):
 
     def check(self, hardware) -> None:
         from sim.workloads.ingestion.checks import check_config
+
         check_config(self, hardware)

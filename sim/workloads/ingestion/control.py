@@ -15,6 +15,7 @@ fault injection.
   master notices after its heartbeat timeout; `storage_node_down` takes `count` storage nodes down
   (reads go to replicas). `restart_after_s` restarts the worker / brings the node back.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,13 @@ class BufferMonitor:
         cores = sum(w.cores_total for w in active if w.alive)
         d_area, d_stall, d_core = area - self._area, stall - self._stall, core_s - self._core_s
         self._area, self._stall, self._core_s = area, stall, core_s
-        return TraceRow(self.sim.now, d_area / (slots * self.interval_s), d_stall / (len(trainers) * self.interval_s),
-                        len(active), d_core / (cores * self.interval_s) if cores else 0.0)
+        return TraceRow(
+            self.sim.now,
+            d_area / (slots * self.interval_s),
+            d_stall / (len(trainers) * self.interval_s),
+            len(active),
+            d_core / (cores * self.interval_s) if cores else 0.0,
+        )
 
 
 class Autoscaler:
@@ -83,12 +89,15 @@ class Autoscaler:
             target = min(max(n + 1, math.ceil(n / max(1.0 - row.stall_fraction, 0.5))), 2 * n)
         elif row.buffer_fill < s.low_watermark:
             target = n + 1
-        elif (row.buffer_fill > s.high_watermark and n > 1
-              and row.core_utilisation * n / (n - 1) < s.scale_down_utilisation):
+        elif (
+            row.buffer_fill > s.high_watermark
+            and n > 1
+            and row.core_utilisation * n / (n - 1) < s.scale_down_utilisation
+        ):
             target = n - 1
         target = max(1, min(target, n + len(p.idle_hosts())))
         if target > n:
-            for w in p.idle_hosts()[:target - n]:
+            for w in p.idle_hosts()[: target - n]:
                 p.start(w, s.startup_s)
         elif target < n:
             newest = max((w for w in p.active() if w.alive), key=lambda w: w.started_s, default=None)

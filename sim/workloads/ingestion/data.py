@@ -19,6 +19,7 @@ per partition for storage, per split for reads, per batch for work and bytes sen
 by a batch boundary is sent twice). Every plan also carries the same quantities without dedup,
 so the pipeline reports measured ratios.
 """
+
 from __future__ import annotations
 
 import math
@@ -85,8 +86,12 @@ class TabularData:
         work = units(n, m, dd.work_fraction)
         index = dd.index_bytes_per_sample * n if dd.factor > 1 else 0.0
         out = units(n, m, dd.byte_fraction) * tensor + index
-        counters = {"sent_bytes": out, "sent_bytes_raw": n * tensor,
-                    "work_core_s": work * sum(self.cpu_s), "work_core_s_raw": n * sum(self.cpu_s)}
+        counters = {
+            "sent_bytes": out,
+            "sent_bytes_raw": n * tensor,
+            "work_core_s": work * sum(self.cpu_s),
+            "work_core_s_raw": n * sum(self.cpu_s),
+        }
         return BatchPlan(a, b, tuple(c * work for c in self.cpu_s), out, counters)
 
     def plan(self, p: int, start: int, end: int) -> SplitPlan:
@@ -109,8 +114,12 @@ class TabularData:
         out = units(n, m_batch, dd.byte_fraction) / n * self.dataset.tensor_bytes
         out += dd.index_bytes_per_sample if d > 1 else 0.0
         read = units(self.per_partition, m_split, dd.byte_fraction) / self.per_partition * self.read_per_sample
-        return {"stage_s": tuple(c * work for c in self.cpu_s), "bytes_out": out, "read_bytes": read,
-                "accesses": read / self.dataset.access_bytes}
+        return {
+            "stage_s": tuple(c * work for c in self.cpu_s),
+            "bytes_out": out,
+            "read_bytes": read,
+            "accesses": read / self.dataset.access_bytes,
+        }
 
     @staticmethod
     def split_memory_bytes(config) -> float:

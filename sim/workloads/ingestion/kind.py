@@ -1,6 +1,7 @@
 """`kind: ingestion` as a `Workload` (sim/workloads/base.py): training-data ingestion; its plot is
 the trainer buffers over time (sim/workloads/ingestion/plots.py), its part of the bottleneck report
 the stage that bounds the pipeline in closed form."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload
@@ -46,6 +47,7 @@ class IngestionWorkload(Workload):
         if not m.get("buffer_trace"):
             return []
         from sim.workloads.ingestion.plots import ingestion_buffers  # matplotlib: only when drawing
+
         return [("ingestion_buffers", lambda **kw: ingestion_buffers(m, **{"title": f"{name}: buffers", **kw}))]
 
     def bottleneck(self, result):
@@ -54,8 +56,11 @@ class IngestionWorkload(Workload):
         if not m.get("bottleneck"):
             return {}
         capacity = m.get("stage_capacity_samples_per_s") or {}
-        return {"pipeline_stage": m["bottleneck"], "stage_capacity_samples_per_s": capacity.get(m["bottleneck"]),
-                "data_stall_fraction": m.get("data_stall_fraction")}
+        return {
+            "pipeline_stage": m["bottleneck"],
+            "stage_capacity_samples_per_s": capacity.get(m["bottleneck"]),
+            "data_stall_fraction": m.get("data_stall_fraction"),
+        }
 
 
 WORKLOAD = IngestionWorkload()

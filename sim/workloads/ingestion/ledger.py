@@ -13,6 +13,7 @@ delivered more than once (duplicates), are still pending (in the master's queue 
 outstanding splits when the run ends) and are lost (issued, but neither delivered nor pending).
 A correct pipeline ends with duplicates = 0 and lost = 0 under any fault; the tests hold it to that.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -48,9 +49,9 @@ def subtract(start: int, end: int, taken: list[tuple[int, int]]) -> list[tuple[i
 
 @dataclass
 class SampleLedger:
-    issued: int = 0                      # samples handed out fresh (the dataset cursor)
-    requeued: int = 0                    # samples sent back to the queue after crashes
-    _starts: array = field(default_factory=lambda: array("q"))     # delivered ranges (16 bytes each)
+    issued: int = 0  # samples handed out fresh (the dataset cursor)
+    requeued: int = 0  # samples sent back to the queue after crashes
+    _starts: array = field(default_factory=lambda: array("q"))  # delivered ranges (16 bytes each)
     _ends: array = field(default_factory=lambda: array("q"))
 
     def issue(self, start: int, end: int) -> None:

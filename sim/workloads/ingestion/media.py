@@ -16,6 +16,7 @@ tokens, then decodes `caption_output_tokens` steps with all kept clips of a batc
 CPU stages (decode, encode) are core-seconds per second of video. Every number below is an
 assumption with its reasoning; replace with measurements of a real curator.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,28 +40,41 @@ class MediaConfig(StrictModel):
     fps: float = Field(30.0, gt=0)
     clip_s: Seconds = Field(8.0, gt=0, description="mean clip length after shot detection (assumption)")
     keep_fraction: float = Field(0.5, ge=0, le=1, description="clips passing the filters (assumption)")
-    decode_cpu_s_per_video_s: float = Field(0.1, ge=0, description="assumption: software 1080p H.264 "
-                                            "decode ~300 frames/s per core -> 30 fps video costs 0.1 core-s/s")
-    shot_model: ModelSize = Field(ModelSize(params=4e6, hidden=256),
-                                  description="assumption: TransNetV2-class detector, one token per frame")
-    filter_model: ModelSize = Field(ModelSize(params=3.04e8, hidden=1024),
-                                    description="CLIP ViT-L/14 image encoder (~304M params, width 1024)")
+    decode_cpu_s_per_video_s: float = Field(
+        0.1,
+        ge=0,
+        description="assumption: software 1080p H.264 decode ~300 frames/s per core -> 30 fps video costs 0.1 core-s/s",
+    )
+    shot_model: ModelSize = Field(
+        ModelSize(params=4e6, hidden=256), description="assumption: TransNetV2-class detector, one token per frame"
+    )
+    filter_model: ModelSize = Field(
+        ModelSize(params=3.04e8, hidden=1024), description="CLIP ViT-L/14 image encoder (~304M params, width 1024)"
+    )
     filter_frames_per_clip: int = Field(4, ge=1, description="frames scored per clip (assumption)")
     tokens_per_frame: int = Field(256, ge=1, description="ViT-L/14 at 224 px: 16 x 16 patches")
-    caption_model: ModelSize = Field(ModelSize(params=7.6e9, hidden=3584),
-                                     description="a 7B-class open VLM captioner (Qwen2-VL-7B: width 3584)")
+    caption_model: ModelSize = Field(
+        ModelSize(params=7.6e9, hidden=3584), description="a 7B-class open VLM captioner (Qwen2-VL-7B: width 3584)"
+    )
     caption_frames_per_clip: int = Field(8, ge=1, description="frames the captioner sees (assumption)")
     caption_prompt_tokens: int = Field(64, ge=0, description="text prompt tokens (assumption)")
-    caption_output_tokens: int = Field(256, ge=1, description="caption length in tokens (assumption: "
-                                       "paragraph-long dense captions)")
+    caption_output_tokens: int = Field(
+        256, ge=1, description="caption length in tokens (assumption: paragraph-long dense captions)"
+    )
     encode_cpu_s_per_video_s: float = Field(0.5, ge=0, description="assumption: x264 720p ~60 fps per core")
-    output_bytes_per_video_s: Bytes = Field(500_000, gt=0, description="encoded clip bytes per second "
-                                            "(assumption: 4 Mbit/s H.264 720p)")
+    output_bytes_per_video_s: Bytes = Field(
+        500_000, gt=0, description="encoded clip bytes per second (assumption: 4 Mbit/s H.264 720p)"
+    )
     caption_bytes: Bytes = Field(2048, ge=0, description="caption text and metadata per clip")
 
 
-MEDIA_STAGES = (Stage("decode", "cpu"), Stage("shot_split", "gpu"), Stage("filter", "gpu"),
-                Stage("caption", "gpu"), Stage("encode", "cpu"))
+MEDIA_STAGES = (
+    Stage("decode", "cpu"),
+    Stage("shot_split", "gpu"),
+    Stage("filter", "gpu"),
+    Stage("caption", "gpu"),
+    Stage("encode", "cpu"),
+)
 
 
 def forward_time_s(gpu, model: ModelSize, tokens: float) -> float:
@@ -105,8 +119,9 @@ class VideoData:
         shot = forward_time_s(gpu, m.shot_model, n * m.video_s * m.fps)
         filt = forward_time_s(gpu, m.filter_model, clips * m.filter_frames_per_clip * m.tokens_per_frame)
         prefill = kept * (m.caption_frames_per_clip * m.tokens_per_frame + m.caption_prompt_tokens)
-        caption = (forward_time_s(gpu, m.caption_model, prefill)
-                   + m.caption_output_tokens * forward_time_s(gpu, m.caption_model, kept))
+        caption = forward_time_s(gpu, m.caption_model, prefill) + m.caption_output_tokens * forward_time_s(
+            gpu, m.caption_model, kept
+        )
         encode = kept_video_s * m.encode_cpu_s_per_video_s
         out = kept_video_s * m.output_bytes_per_video_s + kept * m.caption_bytes
         return (decode, shot, filt, caption, encode), out
@@ -116,14 +131,28 @@ class VideoData:
         p0 = self.partition_range(p)[0]
         batches = []
         for a, b in batch_ranges(start, end, self.batch_samples):
-            c, k = clips[a - p0:b - p0], kept[a - p0:b - p0]
+            c, k = clips[a - p0 : b - p0], kept[a - p0 : b - p0]
             kept_s = float((self.media.video_s * k / c).sum())
             stage_s, out = self._batch(b - a, float(c.sum()), float(k.sum()), kept_s)
-            batches.append(BatchPlan(a, b, stage_s, out, {"clips": float(c.sum()), "clips_kept": float(k.sum()),
-                                                          "video_s": (b - a) * self.media.video_s}))
+            batches.append(
+                BatchPlan(
+                    a,
+                    b,
+                    stage_s,
+                    out,
+                    {"clips": float(c.sum()), "clips_kept": float(k.sum()), "video_s": (b - a) * self.media.video_s},
+                )
+            )
         read = (end - start) * self.dataset.bytes_per_sample
-        return SplitPlan(p, start, end, read, math.ceil(read / self.dataset.access_bytes),
-                         read + sum(b.bytes_out for b in batches), tuple(batches))
+        return SplitPlan(
+            p,
+            start,
+            end,
+            read,
+            math.ceil(read / self.dataset.access_bytes),
+            read + sum(b.bytes_out for b in batches),
+            tuple(batches),
+        )
 
     def mean_per_sample(self) -> dict:
         """Expected costs per video for closed-form stage capacities."""
@@ -132,5 +161,9 @@ class VideoData:
         kept = clips * m.keep_fraction
         stage_s, out = self._batch(n, n * clips, n * kept, n * m.video_s * m.keep_fraction)
         read = self.dataset.bytes_per_sample
-        return {"stage_s": tuple(s / n for s in stage_s), "bytes_out": out / n, "read_bytes": read,
-                "accesses": read / self.dataset.access_bytes}
+        return {
+            "stage_s": tuple(s / n for s in stage_s),
+            "bytes_out": out / n,
+            "read_bytes": read,
+            "accesses": read / self.dataset.access_bytes,
+        }

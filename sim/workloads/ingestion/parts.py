@@ -24,6 +24,7 @@
   takes a credit (a free slot of some trainer) before sending, so buffers never overflow and full
   buffers throttle the workers.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -39,15 +40,15 @@ from sim.workloads.ingestion.ledger import SampleLedger, subtract
 @dataclass(frozen=True)
 class Stage:
     name: str
-    resource: str                       # "cpu" (worker cores) or "gpu" (worker GPUs)
+    resource: str  # "cpu" (worker cores) or "gpu" (worker GPUs)
 
 
 @dataclass(frozen=True)
 class BatchPlan:
-    start: int                          # sample ids [start, end)
+    start: int  # sample ids [start, end)
     end: int
-    stage_s: tuple[float, ...]          # nominal busy seconds per stage
-    bytes_out: float                    # bytes sent to the trainer
+    stage_s: tuple[float, ...]  # nominal busy seconds per stage
+    bytes_out: float  # bytes sent to the trainer
     counters: dict = field(default_factory=dict)
 
     @property
@@ -75,6 +76,7 @@ def batch_ranges(start: int, end: int, size: int) -> list[tuple[int, int]]:
 @dataclass(frozen=True)
 class Window:
     """The measurement window [start_s, end_s] (after warm-up)."""
+
     start_s: float
     end_s: float
 
@@ -113,8 +115,11 @@ class WindowedLinkBytes:
             flat, lengths, nbytes = (np.concatenate(parts) for parts in list(zip(*chunks))[2:])
             inside = np.clip(np.minimum(t1, self.window.end_s) - np.maximum(t0, self.window.start_s), 0.0, None)
             span = t1 - t0
-            frac = np.where(span > 0, inside / np.where(span > 0, span, 1.0),
-                            (t0 >= self.window.start_s) & (t0 <= self.window.end_s))
+            frac = np.where(
+                span > 0,
+                inside / np.where(span > 0, span, 1.0),
+                (t0 >= self.window.start_s) & (t0 <= self.window.end_s),
+            )
             np.add.at(self._bytes, flat, np.repeat(nbytes * frac, lengths))
 
     def on_links(self, t0: float, t1: float, delta: np.ndarray) -> None:
@@ -122,8 +127,15 @@ class WindowedLinkBytes:
             self._bytes += delta * (self.window.overlap(t0, t1) / (t1 - t0))
 
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
-        self._subflows.append((np.array(t0, dtype=float), np.array(t1, dtype=float), np.array(flat),
-                               np.array(lengths), np.array(nbytes, dtype=float).reshape(-1)))
+        self._subflows.append(
+            (
+                np.array(t0, dtype=float),
+                np.array(t1, dtype=float),
+                np.array(flat),
+                np.array(lengths),
+                np.array(nbytes, dtype=float).reshape(-1),
+            )
+        )
         if len(self._subflows) >= self._batch:
             self._fold()
 
@@ -157,8 +169,16 @@ class Occupancy:
 
 
 class Storage:
-    def __init__(self, sim, network, hosts: list[str], medium: str, replication: int,
-                 bytes_per_access: float, access_cv: float = 0.0) -> None:
+    def __init__(
+        self,
+        sim,
+        network,
+        hosts: list[str],
+        medium: str,
+        replication: int,
+        bytes_per_access: float,
+        access_cv: float = 0.0,
+    ) -> None:
         self.sim, self.network = sim, network
         self.access_cv = access_cv
         self._rng = sim.rng("service/storage")
@@ -167,14 +187,14 @@ class Storage:
         self.replication = replication
         self.bytes_per_access = bytes_per_access
         self.down: set[int] = set()
-        self.active = [0] * len(hosts)      # reads in progress per node
+        self.active = [0] * len(hosts)  # reads in progress per node
         self.last_failure_s: dict[int, float] = {}
         self._changed = sim.env.event()
-        self.bytes_read = 0.0               # data bytes moved off the media (wasted reads included)
+        self.bytes_read = 0.0  # data bytes moved off the media (wasted reads included)
         self.bytes_wasted = 0.0
         self.reads = 0
         self.retries = 0
-        self.degraded_reads = 0             # reads of a partition with a replica down (served by the others)
+        self.degraded_reads = 0  # reads of a partition with a replica down (served by the others)
 
     def replicas(self, partition: int) -> list[int]:
         n = len(self.hosts)
@@ -205,7 +225,8 @@ class Storage:
                 factor = 1.0 if cv == 0 else float(self._rng.gamma(1.0 / cv**2, cv**2))
                 yield self.network.transfer_many(
                     [(self.media[node], self.hosts[node], plan.read_accesses * self.bytes_per_access * factor)],
-                    name="access")
+                    name="access",
+                )
             yield self.network.transfer_many([(self.media[node], dst, plan.read_bytes)], name="read")
             self.active[node] -= 1
             self.reads += 1
@@ -225,14 +246,14 @@ class Split:
     start: int
     end: int
     plan: SplitPlan
-    owner: tuple = ()                   # (worker index, incarnation)
+    owner: tuple = ()  # (worker index, incarnation)
     delivered: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 class Master:
     def __init__(self, sim, data, ledger: SampleLedger) -> None:
         self.sim, self.data, self.ledger = sim, data, ledger
-        self.queue: deque[tuple[int, int, int]] = deque()      # requeued (partition, start, end)
+        self.queue: deque[tuple[int, int, int]] = deque()  # requeued (partition, start, end)
         self.next_partition = 0
         self.outstanding: dict[int, Split] = {}
         self._wakeup = sim.env.event()
@@ -253,8 +274,9 @@ class Master:
                 yield self._wakeup
                 continue
             plan = self.data.plan(partition, start, end)
-            split = Split(self.sim.next_id("split"), partition, start, end, plan, owner,
-                          np.zeros(len(plan.batches), dtype=bool))
+            split = Split(
+                self.sim.next_id("split"), partition, start, end, plan, owner, np.zeros(len(plan.batches), dtype=bool)
+            )
             self.outstanding[split.id] = split
             return split
 
@@ -310,7 +332,7 @@ class Credits:
     def __init__(self, env) -> None:
         self.env = env
         self.free: deque[int] = deque()
-        self.queues: dict[object, deque] = {}       # worker key -> deque of (sequence, event)
+        self.queues: dict[object, deque] = {}  # worker key -> deque of (sequence, event)
         self.held: dict[object, int] = {}
         self._heap: list[tuple[int, int, object]] = []
         self._seq = 0
@@ -355,7 +377,7 @@ class Credits:
             held, seq, key = heapq.heappop(heap)
             queue = self.queues[key]
             if not queue or queue[0][0] != seq or self.held.get(key, 0) != held:
-                continue                              # stale candidate
+                continue  # stale candidate
             _, event = queue.popleft()
             self.held[key] = held + 1
             if queue:
@@ -364,17 +386,25 @@ class Credits:
 
 
 class Trainer:
-    def __init__(self, sim, index: int, nodes: list[str], demand_samples_per_s: float, buffer_batches: int,
-                 credits: Credits, window: Window) -> None:
+    def __init__(
+        self,
+        sim,
+        index: int,
+        nodes: list[str],
+        demand_samples_per_s: float,
+        buffer_batches: int,
+        credits: Credits,
+        window: Window,
+    ) -> None:
         self.sim, self.index, self.nodes = sim, index, nodes
         self.demand_samples_per_s = demand_samples_per_s
         self.capacity = buffer_batches
         self.buffer = simpy.Store(sim.env)
         self.credits = credits
         self.window = window
-        self.stall_s = 0.0                  # inside the window
-        self.stall_total_s = 0.0            # whole run
-        self.samples = 0                    # trained inside the window
+        self.stall_s = 0.0  # inside the window
+        self.stall_total_s = 0.0  # whole run
+        self.samples = 0  # trained inside the window
         self.bytes_received = 0.0
         self.waiting_since: float | None = None
         self._node = 0

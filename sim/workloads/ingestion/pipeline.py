@@ -23,6 +23,7 @@ and memory die with it, and the master requeues its outstanding splits' undelive
 after the master's heartbeat timeout. A retiring worker (scale-down) finishes its current splits
 and stops. Workers are reused: a restart starts a new incarnation with fresh resources.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,32 +41,40 @@ class PipelineSettings:
     splits_in_flight: int
     heartbeat_timeout_s: float
     worker_startup_s: float
-    output_batches: int | None           # batches a worker may hold processed or in process; None: 2 x
-                                         # the batches its cores process at once
+    output_batches: int | None  # batches a worker may hold processed or in process; None: 2 x
+    # the batches its cores process at once
 
 
 class Worker:
-    def __init__(self, index: int, name: str, read_nodes: list[str], cores: int, memory_bytes: float,
-                 gpus: list, local_trainer: int | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        name: str,
+        read_nodes: list[str],
+        cores: int,
+        memory_bytes: float,
+        gpus: list,
+        local_trainer: int | None = None,
+    ) -> None:
         self.index, self.name = index, name
-        self.read_nodes = read_nodes          # network nodes data arrives at / leaves from
+        self.read_nodes = read_nodes  # network nodes data arrives at / leaves from
         self.cores_total, self.memory_total = cores, memory_bytes
         self.gpus = gpus
-        self.local_trainer = local_trainer    # on-trainer mode: the trainer host it runs on
+        self.local_trainer = local_trainer  # on-trainer mode: the trainer host it runs on
         self.incarnation = 0
         self.alive = False
         self.retiring = False
         self.starting = False
-        self.failed = False                   # crashed and not restarted
+        self.failed = False  # crashed and not restarted
         self.loops = 0
         self.cores: simpy.Container | None = None
         self.memory: simpy.Container | None = None
-        self.slots: simpy.Container | None = None     # output slots: batches in process or awaiting a credit
+        self.slots: simpy.Container | None = None  # output slots: batches in process or awaiting a credit
         self._node = 0
         self.started_s = 0.0
-        self.alive_s = 0.0                    # time alive inside the window
-        self.cores_busy: Occupancy | None = None     # cores in use over time (set by the Pipeline)
-        self.memory_used: Occupancy | None = None    # bytes reserved over time
+        self.alive_s = 0.0  # time alive inside the window
+        self.cores_busy: Occupancy | None = None  # cores in use over time (set by the Pipeline)
+        self.memory_used: Occupancy | None = None  # bytes reserved over time
 
     @property
     def owner(self) -> tuple:
@@ -83,14 +92,27 @@ class Worker:
 
 
 class Pipeline:
-    def __init__(self, sim, network, data, storage: Storage, master: Master, trainers: list[Trainer],
-                 workers: list[Worker], credits_of, settings: PipelineSettings, window: Window) -> None:
+    def __init__(
+        self,
+        sim,
+        network,
+        data,
+        storage: Storage,
+        master: Master,
+        trainers: list[Trainer],
+        workers: list[Worker],
+        credits_of,
+        settings: PipelineSettings,
+        window: Window,
+    ) -> None:
         self.sim, self.network, self.data = sim, network, data
         self.storage, self.master, self.trainers, self.workers = storage, master, trainers, workers
-        self.credits_of = credits_of          # worker -> the credit store it draws from
+        self.credits_of = credits_of  # worker -> the credit store it draws from
         self.settings, self.window = settings, window
-        self.groups = [(res, [i for i, _ in grp]) for res, grp in
-                       groupby(enumerate(data.stages), key=lambda item: item[1].resource)]
+        self.groups = [
+            (res, [i for i, _ in grp])
+            for res, grp in groupby(enumerate(data.stages), key=lambda item: item[1].resource)
+        ]
         self._service = sim.rng("service")
         self.counters: dict[str, float] = {}
         self.batches_sent = 0
@@ -147,7 +169,7 @@ class Pipeline:
         worker.cores_busy.change(-worker.cores_busy.level)
         worker.memory_used.change(-worker.memory_used.level)
         worker.alive, worker.loops, worker.failed = False, 0, True
-        worker.incarnation += 1               # every process of the old incarnation stops
+        worker.incarnation += 1  # every process of the old incarnation stops
         self.crashes += 1
         self.sim.span(worker.name, "worker", "crashed", self.sim.now, self.sim.now, category="fault")
         self.sim.process(self._requeue_after_timeout(owner))
@@ -187,7 +209,7 @@ class Pipeline:
         if w.live(inc):
             w.loops -= 1
             if w.loops == 0:
-                w.alive = False               # drained (retired, or no work left)
+                w.alive = False  # drained (retired, or no work left)
                 self._stopped(w)
 
     def _process(self, w: Worker, inc: int, split: Split):

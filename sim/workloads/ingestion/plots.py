@@ -4,6 +4,7 @@
 workers running (autoscaling) with their core utilisation (`dcsim run --out` writes it as
 ingestion_buffers.png).
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -24,16 +25,23 @@ def ingestion_buffers(metrics: dict, title: str = "Trainer buffers and stalls", 
         return finish(fig, path)
     scale, unit = time_scale(float(trace["t_s"].max()))
     end = trace["t_s"].to_numpy() * scale
-    dt = np.diff(end, prepend=0.0)                       # each row covers (end - dt, end]
-    t = np.r_[end - dt, end[-1]]                         # interval starts, then the last end
+    dt = np.diff(end, prepend=0.0)  # each row covers (end - dt, end]
+    t = np.r_[end - dt, end[-1]]  # interval starts, then the last end
 
-    def hold(col, factor=1.0):                           # values per interval, repeated for the last edge
+    def hold(col, factor=1.0):  # values per interval, repeated for the last edge
         v = trace[col].to_numpy() * factor
         return np.r_[v, v[-1]]
-    ax.step(t, hold("buffer_fill", 100), where="post", color="tab:blue", lw=2,
-            label="buffer fill (mean over trainers)")
-    ax.fill_between(t, 0, hold("stall_fraction", 100), step="post", color="tab:red", alpha=0.35,
-                    label="trainer time stalled in the interval")
+
+    ax.step(t, hold("buffer_fill", 100), where="post", color="tab:blue", lw=2, label="buffer fill (mean over trainers)")
+    ax.fill_between(
+        t,
+        0,
+        hold("stall_fraction", 100),
+        step="post",
+        color="tab:red",
+        alpha=0.35,
+        label="trainer time stalled in the interval",
+    )
     ax.set_ylim(0, 105)
     ax.set_ylabel("% of buffer slots / of time")
     stall = metrics.get("data_stall_fraction")
@@ -50,8 +58,9 @@ def ingestion_buffers(metrics: dict, title: str = "Trainer buffers and stalls", 
     ax2.set_ylim(0, max(float(trace["workers"].max()), 1) * 1.25)
     ax2.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax3 = ax2.twinx()
-    ax3.step(t, hold("core_utilisation", 100), where="post", color="tab:brown", alpha=0.8,
-             label="worker core utilisation")
+    ax3.step(
+        t, hold("core_utilisation", 100), where="post", color="tab:brown", alpha=0.8, label="worker core utilisation"
+    )
     ax3.set_ylabel("core utilisation (%)")
     ax3.set_ylim(0, 105)
     ax2.set_xlabel(f"simulated time ({unit}; one value per control interval)")

@@ -2,24 +2,32 @@
 (partition) handled over `duration_s` at the trainers' demand (they take no more), plus the
 autoscaler's monitor ticks; flows at once: each worker's splits in flight and the trainers.
 """
+
 from __future__ import annotations
 
 from sim.engine.cost import Estimate
 
-EVENTS_PER_BATCH = 25.0            # read, stages, send, trainer pull (measured 21-22)
-EVENTS_PER_SPLIT = 50.0            # master hand-out, storage accesses, ledger
+EVENTS_PER_BATCH = 25.0  # read, stages, send, trainer pull (measured 21-22)
+EVENTS_PER_SPLIT = 50.0  # master hand-out, storage accesses, ledger
 
 
 def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:
     pre, data = cfg.preprocessing, cfg.dataset
-    samples = cfg.trainers.demand_samples_per_s_per_host * hw.nodes * cfg.duration_s   # trainers take no more
+    samples = cfg.trainers.demand_samples_per_s_per_host * hw.nodes * cfg.duration_s  # trainers take no more
     batches = samples / pre.batch_samples
-    per_split = data.samples_per_partition if cfg.media is None else max(1.0, data.partition_bytes / data.bytes_per_sample)
+    per_split = (
+        data.samples_per_partition if cfg.media is None else max(1.0, data.partition_bytes / data.bytes_per_sample)
+    )
     splits = samples / per_split
     workers = cfg.pool_size() if cfg.disaggregated else hw.nodes
     flows = batches + 2 * splits
     monitor = cfg.duration_s / pre.autoscale.interval_s
-    return Estimate(events=EVENTS_PER_BATCH * batches + EVENTS_PER_SPLIT * splits + 10 * monitor,
-                    flows=flows, simulated_flows=flows, peak_flows=workers * (pre.splits_in_flight + 2) + hw.nodes,
-                    spans=4 * batches + 4 * splits, path="workload.duration_s",
-                    hint="a shorter duration_s or larger batch_samples / partition_bytes")
+    return Estimate(
+        events=EVENTS_PER_BATCH * batches + EVENTS_PER_SPLIT * splits + 10 * monitor,
+        flows=flows,
+        simulated_flows=flows,
+        peak_flows=workers * (pre.splits_in_flight + 2) + hw.nodes,
+        spans=4 * batches + 4 * splits,
+        path="workload.duration_s",
+        hint="a shorter duration_s or larger batch_samples / partition_bytes",
+    )

@@ -22,6 +22,7 @@ Metrics (rates and fractions over [warmup_s, duration_s]):
 - `buffer_trace`: rows [t_s, buffer_fill, stall_fraction, workers, core_utilisation];
 - `faults`: crashes, storage read retries, wasted bytes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -48,36 +49,72 @@ def _workers(sim, cluster, config: Config) -> list[Worker]:
     pre, hw = config.preprocessing, cluster.hardware
     if not config.disaggregated:
         cores = hw.host_cpu.cores * hw.host_cpus - config.trainers.training_cores
-        return [Worker(h, f"h{h}", list(nodes), cores, hw.host_cpu.memory * hw.host_cpus, [], local_trainer=h)
-                for h, nodes in enumerate(cluster.topology.hosts)]
+        return [
+            Worker(h, f"h{h}", list(nodes), cores, hw.host_cpu.memory * hw.host_cpus, [], local_trainer=h)
+            for h, nodes in enumerate(cluster.topology.hosts)
+        ]
     spec = pre.worker
-    return [Worker(k, name, [name], spec.cores, spec.memory,
-                   [Device(sim, f"{name}/g{j}", spec.gpu, -1) for j in range(spec.gpus)])
-            for k, name in enumerate(cluster.topology.pools["preproc"])]
+    return [
+        Worker(
+            k,
+            name,
+            [name],
+            spec.cores,
+            spec.memory,
+            [Device(sim, f"{name}/g{j}", spec.gpu, -1) for j in range(spec.gpus)],
+        )
+        for k, name in enumerate(cluster.topology.pools["preproc"])
+    ]
 
 
 def simulate(sim, cluster, config: Config):
     pre, tr, hw = config.preprocessing, config.trainers, cluster.hardware
     window = Window(config.warmup_s, config.duration_s)
     data = build_data(config, int(sim.rng("dataset").integers(2**62)))
-    storage = Storage(sim, cluster.network, cluster.topology.pools["storage"], config.storage.media.name,
-                      config.storage.replication, config.storage.bytes_per_access, pre.service_cv)
+    storage = Storage(
+        sim,
+        cluster.network,
+        cluster.topology.pools["storage"],
+        config.storage.media.name,
+        config.storage.replication,
+        config.storage.bytes_per_access,
+        pre.service_cv,
+    )
     ledger = SampleLedger()
     master = Master(sim, data, ledger)
     stores = [Credits(sim.env) for _ in range(1 if config.disaggregated else hw.nodes)]
-    trainers = [Trainer(sim, h, list(nodes), tr.demand_samples_per_s_per_host, tr.buffer_batches,
-                        stores[h % len(stores)], window) for h, nodes in enumerate(cluster.topology.hosts)]
+    trainers = [
+        Trainer(
+            sim, h, list(nodes), tr.demand_samples_per_s_per_host, tr.buffer_batches, stores[h % len(stores)], window
+        )
+        for h, nodes in enumerate(cluster.topology.hosts)
+    ]
     for _ in range(tr.buffer_batches):
         for t in trainers:
             t.credits.put(t.index)
     workers = _workers(sim, cluster, config)
-    settings = PipelineSettings(pre.service_cv, pre.cores_per_batch, pre.splits_in_flight, pre.heartbeat_timeout_s,
-                                pre.autoscale.startup_s, pre.output_batches)
-    pipeline = Pipeline(sim, cluster.network, data, storage, master, trainers, workers,
-                        (lambda w: stores[0]) if config.disaggregated else (lambda w: stores[w.local_trainer]),
-                        settings, window)
+    settings = PipelineSettings(
+        pre.service_cv,
+        pre.cores_per_batch,
+        pre.splits_in_flight,
+        pre.heartbeat_timeout_s,
+        pre.autoscale.startup_s,
+        pre.output_batches,
+    )
+    pipeline = Pipeline(
+        sim,
+        cluster.network,
+        data,
+        storage,
+        master,
+        trainers,
+        workers,
+        (lambda w: stores[0]) if config.disaggregated else (lambda w: stores[w.local_trainer]),
+        settings,
+        window,
+    )
     auto = pre.workers == "auto"
-    for w in workers[:pre.autoscale.initial_workers] if auto else workers:
+    for w in workers[: pre.autoscale.initial_workers] if auto else workers:
         pipeline.start(w)
     for t in trainers:
         sim.process(t.run())
@@ -116,13 +153,19 @@ def _metrics(config: Config, cluster, pipeline: Pipeline, monitor, controller, s
         "stage_capacity_samples_per_s": caps,
         "bottleneck": min(caps, key=caps.get),
         "exactly_once": exactly_once,
-        "faults": {"worker_crashes": pipeline.crashes, "storage_read_retries": pipeline.storage.retries,
-                   "storage_degraded_reads": pipeline.storage.degraded_reads,
-                   "storage_bytes_wasted": pipeline.storage.bytes_wasted,
-                   "sent_bytes_wasted": pipeline.bytes_sent_wasted},
-        "totals": {"storage_read_bytes": pipeline.storage.bytes_read, "bytes_sent": pipeline.bytes_sent,
-                   "bytes_delivered": sum(t.bytes_received for t in trainers),
-                   "batches_delivered": pipeline.batches_sent},
+        "faults": {
+            "worker_crashes": pipeline.crashes,
+            "storage_read_retries": pipeline.storage.retries,
+            "storage_degraded_reads": pipeline.storage.degraded_reads,
+            "storage_bytes_wasted": pipeline.storage.bytes_wasted,
+            "sent_bytes_wasted": pipeline.bytes_sent_wasted,
+        },
+        "totals": {
+            "storage_read_bytes": pipeline.storage.bytes_read,
+            "bytes_sent": pipeline.bytes_sent,
+            "bytes_delivered": sum(t.bytes_received for t in trainers),
+            "batches_delivered": pipeline.batches_sent,
+        },
         "buffer_trace_columns": TRACE_COLUMNS,
         "buffer_trace": [r.as_list() for r in monitor.trace],
     }
@@ -134,17 +177,24 @@ def _metrics(config: Config, cluster, pipeline: Pipeline, monitor, controller, s
         metrics["media"]["video_hours_per_day"] = metrics["trainer_samples_per_s"] * config.media.video_s * 24
     if controller is not None:
         low = config.preprocessing.autoscale.low_watermark
-        metrics["autoscale"] = {"settle_time_s": settle_time_s(monitor.trace, low),
-                                "workers_stable_from_s": controller.changes[-1][0] if controller.changes else 0.0,
-                                "decisions": [[t, n] for t, n in controller.changes]}
+        metrics["autoscale"] = {
+            "settle_time_s": settle_time_s(monitor.trace, low),
+            "workers_stable_from_s": controller.changes[-1][0] if controller.changes else 0.0,
+            "decisions": [[t, n] for t, n in controller.changes],
+        }
     return metrics
 
 
 def _ratios(c: dict) -> dict:
     def ratio(key):
         return c[f"{key}_raw"] / c[key] if c.get(key) else None
-    return {"storage_bytes_ratio": ratio("stored_bytes"), "read_bytes_ratio": ratio("read_bytes"),
-            "sent_bytes_ratio": ratio("sent_bytes"), "preprocessing_work_ratio": ratio("work_core_s")}
+
+    return {
+        "storage_bytes_ratio": ratio("stored_bytes"),
+        "read_bytes_ratio": ratio("read_bytes"),
+        "sent_bytes_ratio": ratio("sent_bytes"),
+        "preprocessing_work_ratio": ratio("work_core_s"),
+    }
 
 
 def _utilisation(config: Config, cluster, pipeline: Pipeline, link_bytes) -> dict:
@@ -164,9 +214,13 @@ def _utilisation(config: Config, cluster, pipeline: Pipeline, link_bytes) -> dic
     gpus = set(topo.devices)
     out = {
         "preprocessing_cpu": sum(w.cores_busy.window_area() for w in used)
-        / sum(w.cores_total * w.alive_s for w in used) if alive_s else 0.0,
+        / sum(w.cores_total * w.alive_s for w in used)
+        if alive_s
+        else 0.0,
         "preprocessing_memory": sum(w.memory_used.window_area() for w in used)
-        / sum(w.memory_total * w.alive_s for w in used) if alive_s else 0.0,
+        / sum(w.memory_total * w.alive_s for w in used)
+        if alive_s
+        else 0.0,
         "storage_media": links(lambda s, d, k: k == "memory" and d in storage),
         "storage_nic_tx": links(lambda s, d, k: k == "nic" and s in storage),
         "trainer_nic_rx": links(lambda s, d, k: k == "nic" and d in gpus),
@@ -176,8 +230,9 @@ def _utilisation(config: Config, cluster, pipeline: Pipeline, link_bytes) -> dic
         out["preprocessing_nic_tx"] = links(lambda s, d, k: k == "nic" and s in workers)
     gpu_stages = [s.name for s in pipeline.data.stages if s.resource == "gpu"]
     if gpu_stages and alive_s:
-        out["preprocessing_gpu"] = (sum(pipeline.stage_busy_s[s] for s in gpu_stages)
-                                    / (config.preprocessing.worker.gpus * alive_s))
+        out["preprocessing_gpu"] = sum(pipeline.stage_busy_s[s] for s in gpu_stages) / (
+            config.preprocessing.worker.gpus * alive_s
+        )
     return out
 
 

@@ -3,6 +3,7 @@
 - `workload`: the config and `simulate`.
 - `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate.
 """
+
 from sim.workloads.tiered_memory.workload import Config, simulate
 
 __all__ = ["Config", "simulate"]

@@ -1,5 +1,6 @@
 """`kind: tiered_memory` as a `Workload` (sim/workloads/base.py): a page-access stream on host DRAM
 + CXL under a placement policy."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload

@@ -26,6 +26,7 @@ Metrics: `local_traffic_fraction` (accesses served by the fast tier), `throughpu
 `promotions_per_s`, `demotions_per_s` (pages), plus `accesses_per_s`, `migration_bytes_per_s`,
 `hint_faults_per_s`, `local_traffic_fraction_by_phase`, `fast_pages`, `pages`, `epochs`.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,7 +43,7 @@ from sim.memory.access import PhasedPopularity, TraceReplay, load_trace
 from sim.memory.tiers import PageState, Tuning, advance, placement_policy
 from sim.workloads.base import WorkloadBase
 
-MAX_PAGES = 2**25          # ~0.5 GB of per-page state and per-epoch counts
+MAX_PAGES = 2**25  # ~0.5 GB of per-page state and per-epoch counts
 
 
 class AccessConfig(StrictModel):
@@ -64,20 +65,33 @@ class AccessConfig(StrictModel):
 
 
 class TuningConfig(StrictModel):
-    hint_fault_fraction: float = Field(Tuning.hint_fault_fraction, ge=0, le=1,
-                                       description="numa_balancing/tpp: share of accesses that take a hint fault")
-    promote_rate_limit: BytesPerS = Field(Tuning.rate_limit_bytes_per_s, gt=0,
-                                          description="promotion bytes per 1-s window (Linux default 65536 MB/s)")
+    hint_fault_fraction: float = Field(
+        Tuning.hint_fault_fraction,
+        ge=0,
+        le=1,
+        description="numa_balancing/tpp: share of accesses that take a hint fault",
+    )
+    promote_rate_limit: BytesPerS = Field(
+        Tuning.rate_limit_bytes_per_s, gt=0, description="promotion bytes per 1-s window (Linux default 65536 MB/s)"
+    )
     watermark_low: float = Field(Tuning.watermark_low, ge=0, lt=1, description="fraction of the fast tier")
     watermark_high: float = Field(Tuning.watermark_high, ge=0, lt=1, description="fraction of the fast tier")
     demote_watermark: float = Field(Tuning.demote_watermark, ge=0, lt=1, description="tpp: kept free by demotion")
     reclaim_batch_pages: int = Field(Tuning.reclaim_batch_pages, ge=1)
-    failed_promotion_wakes_kswapd: bool = Field(Tuning.failed_promotion_wakes_kswapd,
-                                                description="numa_balancing: tiering mode (true) or classic (false)")
+    failed_promotion_wakes_kswapd: bool = Field(
+        Tuning.failed_promotion_wakes_kswapd, description="numa_balancing: tiering mode (true) or classic (false)"
+    )
 
     def tuning(self) -> Tuning:
-        return Tuning(self.hint_fault_fraction, self.promote_rate_limit, self.watermark_low, self.watermark_high,
-                      self.demote_watermark, self.reclaim_batch_pages, self.failed_promotion_wakes_kswapd)
+        return Tuning(
+            self.hint_fault_fraction,
+            self.promote_rate_limit,
+            self.watermark_low,
+            self.watermark_high,
+            self.demote_watermark,
+            self.reclaim_batch_pages,
+            self.failed_promotion_wakes_kswapd,
+        )
 
 
 class Config(WorkloadBase):
@@ -99,8 +113,10 @@ class Config(WorkloadBase):
     @classmethod
     def _ratio(cls, v) -> str:
         if isinstance(v, int):
-            raise ValueError(f"ratio must be a quoted 'fast:slow' string, e.g. \"2:1\" (unquoted, YAML reads 2:1 as "  # noqa: TRY004 - pydantic reports ValueError
-                             f"the base-60 number {v})")
+            raise ValueError(
+                f"ratio must be a quoted 'fast:slow' string, e.g. \"2:1\" (unquoted, YAML reads 2:1 as "  # noqa: TRY004 - pydantic reports ValueError
+                f"the base-60 number {v})"
+            )
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*", str(v))
         if not m or float(m.group(1)) <= 0 or float(m.group(2)) < 0:
             raise ValueError(f"ratio must be 'fast:slow' with fast > 0 (e.g. '1:4', '2:1'), got {v!r}")
@@ -126,8 +142,11 @@ class Config(WorkloadBase):
             generator = {"distribution", "zipf_alpha", "hot_fraction", "hot_access_fraction", "phase_s"}
             mixed = sorted(generator & self.access.model_fields_set)
             if mixed:
-                raise ScenarioError(f"give either a trace or a generator ({', '.join(mixed)}), not both",
-                                    path="workload.access", value=mixed)
+                raise ScenarioError(
+                    f"give either a trace or a generator ({', '.join(mixed)}), not both",
+                    path="workload.access",
+                    value=mixed,
+                )
             page, _ = load_trace(self.access.trace, self.pages() if self.footprint else None)
             trace_pages = int(page.max()) + 1
         else:
@@ -136,26 +155,39 @@ class Config(WorkloadBase):
                     raise ScenarioError("required with a generated access stream", path=f"workload.{key}")
         pages = self.pages(trace_pages)
         if pages > MAX_PAGES:
-            raise ScenarioError(f"{pages} pages is more than the engine's {MAX_PAGES} (per-page state arrays); "
-                                f"use larger page_bytes or a smaller footprint",
-                                path="workload.footprint" if self.footprint else "workload.access.trace",
-                                value=self.footprint or self.access.trace)
+            raise ScenarioError(
+                f"{pages} pages is more than the engine's {MAX_PAGES} (per-page state arrays); "
+                f"use larger page_bytes or a smaller footprint",
+                path="workload.footprint" if self.footprint else "workload.access.trace",
+                value=self.footprint or self.access.trace,
+            )
         fast_pages = self.fast_pages(pages)
         if fast_pages < 1:
-            raise ScenarioError(f"the fast tier would hold no page of the {pages}-page footprint",
-                                path="workload.ratio", value=self.ratio)
+            raise ScenarioError(
+                f"the fast tier would hold no page of the {pages}-page footprint",
+                path="workload.ratio",
+                value=self.ratio,
+            )
         for spec, n, key in ((fast, fast_pages, "fast_tier"), (slow, pages, "slow_tier")):
             if n * self.page_bytes > spec.capacity:
-                raise ScenarioError(f"{n * self.page_bytes / 2**30:.1f} GiB does not fit in {spec.name} "
-                                    f"({spec.capacity / 2**30:.1f} GiB per host)", path=f"workload.{key}", value=getattr(self, key))
+                raise ScenarioError(
+                    f"{n * self.page_bytes / 2**30:.1f} GiB does not fit in {spec.name} "
+                    f"({spec.capacity / 2**30:.1f} GiB per host)",
+                    path=f"workload.{key}",
+                    value=getattr(self, key),
+                )
         if self.policy == "lru" and self.epoch_accesses > fast_pages:
-            raise ScenarioError(f"lru keeps recency per epoch, which is faithful only while an epoch has no more "
-                                f"accesses than the fast tier has pages ({fast_pages}); lower it",
-                                path="workload.epoch_accesses", value=self.epoch_accesses)
+            raise ScenarioError(
+                f"lru keeps recency per epoch, which is faithful only while an epoch has no more "
+                f"accesses than the fast tier has pages ({fast_pages}); lower it",
+                path="workload.epoch_accesses",
+                value=self.epoch_accesses,
+            )
         t = self.tuning
         if not t.watermark_low <= t.watermark_high:
-            raise ScenarioError("needs watermark_low <= watermark_high", path="workload.tuning.watermark_low",
-                                value=t.watermark_low)
+            raise ScenarioError(
+                "needs watermark_low <= watermark_high", path="workload.tuning.watermark_low", value=t.watermark_low
+            )
 
     def tiers(self, hardware):
         out = []
@@ -163,8 +195,11 @@ class Config(WorkloadBase):
             spec = hardware.tier(getattr(self, key))
             if spec is None:
                 have = ", ".join(f"{t.name} ({t.kind})" for t in hardware.memory_tiers) or "none"
-                raise ScenarioError(f"not in hardware.memory_tiers (have: {have}); add the catalog tier there",
-                                    path=f"workload.{key}", value=getattr(self, key))
+                raise ScenarioError(
+                    f"not in hardware.memory_tiers (have: {have}); add the catalog tier there",
+                    path=f"workload.{key}",
+                    value=getattr(self, key),
+                )
             out.append(spec)
         if out[0].name == out[1].name:
             raise ScenarioError("fast and slow tier are the same tier", path="workload.slow_tier", value=self.slow_tier)
@@ -179,8 +214,11 @@ def _stream(sim, config: Config):
         pages = config.pages(int(page.max()) + 1)
         return TraceReplay(page, count, pages), pages
     pages = config.pages()
-    kw = {"phase_s": a.phase_s, "access_rng": sim.rng("tiered_memory.accesses"),
-          "phase_rng": sim.rng("tiered_memory.phases")}
+    kw = {
+        "phase_s": a.phase_s,
+        "access_rng": sim.rng("tiered_memory.accesses"),
+        "phase_rng": sim.rng("tiered_memory.phases"),
+    }
     if a.distribution == "zipf":
         return PhasedPopularity.zipf(pages, a.zipf_alpha, **kw), pages
     return PhasedPopularity.hot_set(pages, a.hot_fraction, a.hot_access_fraction, **kw), pages
@@ -209,17 +247,31 @@ def simulate(sim, cluster, config: Config):
         accesses = out.local + out.remote
         flows = [(fast_node, cpu, out.local * bytes_fast), (slow_node, cpu, out.remote * bytes_slow)]
         moves = [(slow_node, fast_node, out.promoted * page), (fast_node, slow_node, out.demoted * page)]
-        latency_s = (out.local * fast.latency + out.remote * slow.latency + out.hint_faults * config.hint_fault_cost) / mlp
-        yield sim.all_of([net.transfer_many([f for f in flows if f[2] > 0], name="tiered_memory.access"),
-                          net.transfer_many([f for f in moves if f[2] > 0], name="tiered_memory.migration"),
-                          sim.timeout(latency_s)])
-        sim.span(cpu, "memory", config.policy, epoch_start, nbytes=out.local * bytes_fast + out.remote * bytes_slow,
-                 category="memory")
+        latency_s = (
+            out.local * fast.latency + out.remote * slow.latency + out.hint_faults * config.hint_fault_cost
+        ) / mlp
+        yield sim.all_of(
+            [
+                net.transfer_many([f for f in flows if f[2] > 0], name="tiered_memory.access"),
+                net.transfer_many([f for f in moves if f[2] > 0], name="tiered_memory.migration"),
+                sim.timeout(latency_s),
+            ]
+        )
+        sim.span(
+            cpu,
+            "memory",
+            config.policy,
+            epoch_start,
+            nbytes=out.local * bytes_fast + out.remote * bytes_slow,
+            category="memory",
+        )
         epochs += 1
         for k in ("local", "remote", "promoted", "demoted", "hint_faults"):
             totals[k] += getattr(out, k)
-        totals["all_local_s"] += max(net.estimate_time_s(fast_node, cpu, accesses * bytes_fast) if accesses else 0.0,
-                                     accesses * fast.latency / mlp)
+        totals["all_local_s"] += max(
+            net.estimate_time_s(fast_node, cpu, accesses * bytes_fast) if accesses else 0.0,
+            accesses * fast.latency / mlp,
+        )
         row = by_phase.setdefault(stream.phase(epoch_start - start), [0.0, 0.0])
         row[0] += out.local
         row[1] += accesses

@@ -6,6 +6,7 @@
 - `accounting`, `metrics`: where the time went and the metrics.
 - `kind`: the `Workload` (WORKLOAD); `sizing`: its resource estimate.
 """
+
 from sim.workloads.training.workload import Config, simulate
 
 __all__ = ["Config", "simulate"]

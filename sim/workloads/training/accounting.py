@@ -8,6 +8,7 @@ optimizer step, exposed communication and idle time (the bubble).
   plus ops waiting for an FSDP unit's weights;
 - bubble: the rest - pipeline fill and drain, waiting for slower stages.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -17,15 +18,16 @@ from dataclasses import dataclass, field
 @dataclass
 class DriverStats:
     """What one simulated stage group did (its driver GPU's view)."""
-    ops: list = field(default_factory=list)           # (start, end) of compute-stream work (ops, optimizer)
-    comm: list = field(default_factory=list)          # (start, end) of DP collectives and incoming p2p
+
+    ops: list = field(default_factory=list)  # (start, end) of compute-stream work (ops, optimizer)
+    comm: list = field(default_factory=list)  # (start, end) of DP collectives and incoming p2p
     kernel_s: float = 0.0
     optimizer_s: float = 0.0
-    comm_in_ops_s: float = 0.0                        # blocking TP/CP collectives inside ops
-    waits_in_ops_s: float = 0.0                       # ops waiting for a DP unit's weights
+    comm_in_ops_s: float = 0.0  # blocking TP/CP collectives inside ops
+    waits_in_ops_s: float = 0.0  # ops waiting for a DP unit's weights
     flop: float = 0.0
     executed_flop: float = 0.0
-    mirror_open: list | None = None                   # [start, end] of the busy period not yet mirrored
+    mirror_open: list | None = None  # [start, end] of the busy period not yet mirrored
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:
@@ -52,8 +54,13 @@ def driver_breakdown(stats: DriverStats, total_s: float) -> dict[str, float]:
     communication, idle (bubble)."""
     exposed_dp_pp = exposed_outside(stats.comm, stats.ops) + stats.waits_in_ops_s
     busy = stats.kernel_s + stats.optimizer_s + stats.comm_in_ops_s + exposed_dp_pp
-    return {"compute_s": stats.kernel_s, "optimizer_s": stats.optimizer_s, "exposed_tp_cp_s": stats.comm_in_ops_s,
-            "exposed_dp_pp_s": exposed_dp_pp, "bubble_s": max(total_s - busy, 0.0)}
+    return {
+        "compute_s": stats.kernel_s,
+        "optimizer_s": stats.optimizer_s,
+        "exposed_tp_cp_s": stats.comm_in_ops_s,
+        "exposed_dp_pp_s": exposed_dp_pp,
+        "bubble_s": max(total_s - busy, 0.0),
+    }
 
 
 def weighted_mean(rows: list[tuple[float, dict]]) -> dict[str, float]:

@@ -1,4 +1,5 @@
 """`kind: training` as a `Workload` (sim/workloads/base.py): large-model training with 4D parallelism."""
+
 from __future__ import annotations
 
 from sim.workloads.base import Workload

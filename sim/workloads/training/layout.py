@@ -16,6 +16,7 @@ on the analytical network; with contention (the flow network) every replica is s
 other hops; on an idle uniform ring it takes the lock-step ring's time of sim/network/collectives.py (tested),
 under contention the flows share links for the whole collective as a real ring does.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -36,8 +37,8 @@ class GroupComm:
     def subgroups(self, kind: str) -> list[list[str]]:
         nodes = [d.node for d in self.devices]
         if kind == "tp":
-            return [nodes[c * self.tp:(c + 1) * self.tp] for c in range(self.cp)]
-        return [nodes[t::self.tp] for t in range(self.tp)]
+            return [nodes[c * self.tp : (c + 1) * self.tp] for c in range(self.cp)]
+        return [nodes[t :: self.tp] for t in range(self.tp)]
 
     def steps(self, kind: str, op: str, nbytes: float) -> list:
         """One schedule running every subgroup's collective at once (step k of each together)."""
@@ -69,7 +70,7 @@ def flow_signature(topology, srcs: list[str], dsts: list[str]) -> np.ndarray:
     if not srcs:
         return np.zeros((0, 3))
     batch = topology.route_batch(srcs, dsts)
-    if batch is None:                                       # endpoints the batch router does not know
+    if batch is None:  # endpoints the batch router does not know
         rows = []
         for i, (s, d) in enumerate(zip(srcs, dsts)):
             paths = topology.routes(s, d)
@@ -83,7 +84,7 @@ def flow_signature(topology, srcs: list[str], dsts: list[str]) -> np.ndarray:
     if nonempty.any():
         cap[nonempty] = np.minimum.reduceat(topology.capacity[batch.flat], starts[nonempty])
     rows = np.column_stack([batch.owner, batch.latency, cap / batch.share])
-    return rows[np.argsort(batch.owner, kind="stable")]         # the router groups flows by kind: restore order
+    return rows[np.argsort(batch.owner, kind="stable")]  # the router groups flows by kind: restore order
 
 
 def _split(sig: np.ndarray, flows_per_part: int, parts: int) -> list[bytes]:
@@ -93,10 +94,12 @@ def _split(sig: np.ndarray, flows_per_part: int, parts: int) -> list[bytes]:
     local = sig.copy()
     local[:, 0] = owner % max(flows_per_part, 1)
     bounds = np.searchsorted(part, np.arange(parts + 1))
-    return [local[bounds[i]:bounds[i + 1]].tobytes() for i in range(parts)]
+    return [local[bounds[i] : bounds[i + 1]].tobytes() for i in range(parts)]
 
 
-def replica_classes(layout: ParallelLayout, rank_pairs: list[tuple[int, int]], slowdown: list[float]) -> list[list[int]]:
+def replica_classes(
+    layout: ParallelLayout, rank_pairs: list[tuple[int, int]], slowdown: list[float]
+) -> list[list[int]]:
     """Replicas grouped by identical signatures (first member = representative).
 
     `rank_pairs`: the (src, dst) ranks of every flow replica 0 sends in its PP transfers and its
@@ -114,7 +117,7 @@ def replica_classes(layout: ParallelLayout, rank_pairs: list[tuple[int, int]], s
     else:
         parts = [b""] * layout.dp
     for d in range(layout.dp):
-        speed = np.asarray(slowdown[d * per:(d + 1) * per], dtype=float).tobytes()
+        speed = np.asarray(slowdown[d * per : (d + 1) * per], dtype=float).tobytes()
         keys[parts[d] + speed].append(d)
     return sorted(keys.values())
 
@@ -154,12 +157,14 @@ def mirror_components(layout: ParallelLayout, s: int, members: list[int]) -> lis
 
 def ring_hop_latency_s(network, rings: list[list[str]]) -> float:
     """The slowest edge latency of `rings` (uncontended, zero bytes): one hop of a ring's pipeline fill."""
-    return max((network.estimate_time_s(ring[i - 1], ring[i], 0.0) for ring in rings for i in range(len(ring))),
-               default=0.0)
+    return max(
+        (network.estimate_time_s(ring[i - 1], ring[i], 0.0) for ring in rings for i in range(len(ring))), default=0.0
+    )
 
 
-def streamed_ring(network, rings: list[list[str]], op: str, nbytes: float,
-                  hop_latency_s: float | None = None) -> tuple[list, float]:
+def streamed_ring(
+    network, rings: list[list[str]], op: str, nbytes: float, hop_latency_s: float | None = None
+) -> tuple[list, float]:
     """A ring collective (all_gather / reduce_scatter: `nbytes` the whole buffer; all_reduce: the
     per-rank buffer) on each of `rings` at once, as one flow per ring edge carrying everything that
     edge carries (hops x nbytes / n), and the pipeline-fill latency of the other hops-1 hops.

@@ -14,6 +14,7 @@ LM head on the last virtual stage, divided by tp):
   fp32 logits on the last stage, one layer's full activations while it is recomputed (`full`);
 - reserved: CUDA context, NCCL buffers and allocator fragmentation (`reserved_memory`, an assumption).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,9 +43,17 @@ class StageMemory:
         return self.weights + self.grads + self.optimizer + self.activations + self.working + self.reserved
 
     def as_dict(self) -> dict[str, float]:
-        return {"stage": self.stage, "params_per_gpu": self.params_per_gpu, "weights": self.weights,
-                "grads": self.grads, "optimizer": self.optimizer, "activations": self.activations,
-                "working": self.working, "reserved": self.reserved, "total": self.total}
+        return {
+            "stage": self.stage,
+            "params_per_gpu": self.params_per_gpu,
+            "weights": self.weights,
+            "grads": self.grads,
+            "optimizer": self.optimizer,
+            "activations": self.activations,
+            "working": self.working,
+            "reserved": self.reserved,
+            "total": self.total,
+        }
 
 
 def stage_params(family, layers_per_vstage: list[int], p: int, stage: int) -> float:
@@ -74,11 +83,16 @@ def stage_memory(config, family, shape, layers_per_vstage: list[int], stage: int
         working += family.saved_bytes_per_token(shape, "none") * shape.tokens
     if stage == (len(layers_per_vstage) - 1) % p:
         working += family.last_working_bytes(shape)
-    return StageMemory(stage, params, weights=params * weight_bytes,
-                       grads=params * DTYPE_BYTES[config.grad_dtype],
-                       optimizer=params * OPTIMIZER_STATE_BYTES_PER_PARAM / shards,
-                       activations=held_layers * per_layer, working=working,
-                       reserved=float(config.reserved_memory))
+    return StageMemory(
+        stage,
+        params,
+        weights=params * weight_bytes,
+        grads=params * DTYPE_BYTES[config.grad_dtype],
+        optimizer=params * OPTIMIZER_STATE_BYTES_PER_PARAM / shards,
+        activations=held_layers * per_layer,
+        working=working,
+        reserved=float(config.reserved_memory),
+    )
 
 
 def memory_per_stage(config, family, shape, layers_per_vstage: list[int]) -> list[StageMemory]:

@@ -13,6 +13,7 @@ stand for: kernels, exposed TP/CP communication (blocking, inside ops), exposed 
 (outside ops, not under any kernel) and the rest, the bubble (idle: pipeline fill and drain, load
 imbalance between stages).
 """
+
 from __future__ import annotations
 
 from sim.errors import ScenarioError
@@ -34,13 +35,20 @@ def fidelity(cluster, config, layout: ParallelLayout) -> tuple[bool, bool]:
     analytical = isinstance(cluster.network, AnalyticalNetwork)
     ranks, replay = config.simulate.ranks, config.simulate.replay
     if ranks == "representative" and not analytical:
-        raise ScenarioError("representative ranks are exact only without contention: use network_model: analytical "
-                            "or ranks: all", path="workload.simulate.ranks", value=ranks)
+        raise ScenarioError(
+            "representative ranks are exact only without contention: use network_model: analytical or ranks: all",
+            path="workload.simulate.ranks",
+            value=ranks,
+        )
     if ranks == "representative" and not dp_rings_symmetric(layout):
-        raise ScenarioError("the DP rings of different TP ranks see different links here; use ranks: all",
-                            path="workload.simulate.ranks", value=ranks)
-    representative = ranks == "representative" or (ranks == "auto" and analytical and layout.dp > 1
-                                                    and dp_rings_symmetric(layout))
+        raise ScenarioError(
+            "the DP rings of different TP ranks see different links here; use ranks: all",
+            path="workload.simulate.ranks",
+            value=ranks,
+        )
+    representative = ranks == "representative" or (
+        ranks == "auto" and analytical and layout.dp > 1 and dp_rings_symmetric(layout)
+    )
     gpn = cluster.hardware.gpus_per_node
     exact_replay = analytical or layout.group_size in (1, gpn)
     return representative, (replay == "on" or (replay == "auto" and exact_replay))
@@ -77,8 +85,9 @@ def run_training(sim, cluster, config):
     return metrics(config, cluster, plan, run, sim.now - start, representative, replay)
 
 
-def metrics(config, cluster, plan: TrainingPlan, run: TrainingRun, total_s: float, representative: bool,
-            replay: bool) -> dict:
+def metrics(
+    config, cluster, plan: TrainingPlan, run: TrainingRun, total_s: float, representative: bool, replay: bool
+) -> dict:
     hw = cluster.hardware
     gpus = cluster.num_gpus
     its = config.iterations

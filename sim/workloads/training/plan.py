@@ -7,6 +7,7 @@ Segments of a pipeline op on virtual stage j (V = pp x virtual_stages of them):
   backward: [LM head and loss backward (j = V - 1)] + layer backward x layers(j) + [embedding backward (j = 0)]
 The layer backward starts with the recomputation the config asks for (training_shapes.recomputed).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ from sim.workloads.training.schedule import (
 
 @dataclass
 class TrainingPlan:
-    config: object            # training.Config
-    family: object            # LLMFamily | DiTFamily
+    config: object  # training.Config
+    family: object  # LLMFamily | DiTFamily
     device: DeviceSpec
-    shape: object             # training_shapes.Shape
+    shape: object  # training_shapes.Shape
     layers_per_vstage: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,10 +73,14 @@ class TrainingPlan:
     def _parts(self) -> dict[str, tuple]:
         f, s, rc = self.family, self.shape, self.config.recompute
         layer, first, last = f.layer_forward(s), f.first_forward(s), f.last_forward(s)
-        return {"layer fwd": self._timed(layer),
-                "layer bwd": self._timed(recomputed(layer, rc), model=False) + self._timed(backward_pass(layer)),
-                "embedding fwd": self._timed(first), "embedding bwd": self._timed(backward_pass(first)),
-                "head fwd": self._timed(last), "head bwd": self._timed(backward_pass(last))}
+        return {
+            "layer fwd": self._timed(layer),
+            "layer bwd": self._timed(recomputed(layer, rc), model=False) + self._timed(backward_pass(layer)),
+            "embedding fwd": self._timed(first),
+            "embedding bwd": self._timed(backward_pass(first)),
+            "head fwd": self._timed(last),
+            "head bwd": self._timed(backward_pass(last)),
+        }
 
     def segments(self, kind: str, j: int) -> list[tuple[str, tuple, int]]:
         parts, n, last = self._parts, self.layers_per_vstage[j], self.virtual_stages - 1

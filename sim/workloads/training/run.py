@@ -32,6 +32,7 @@ first ones only, and a replayed op's TP/CP waits count as compute for the energy
 standing in (other group members, the members of a representative's class) mirror its busy periods
 as compute.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ ADAM_STEP_TRAFFIC_BYTES_PER_PARAM = 30.0
 @dataclass
 class Capture:
     """The recorded timeline of a segment or op (spans as offsets from its start) and its totals."""
+
     duration_s: float = 0.0
     kernel_s: float = 0.0
     comm_s: float = 0.0
@@ -101,16 +103,19 @@ class TrainingRun:
         self.sim, self.cluster, self.net, self.layout = sim, cluster, cluster.network, layout
         self.plan, self.config, self.replay = plan, config, replay
         self.classes = classes
-        self.representative = len(classes) < layout.dp       # some replicas stand in for others
-        self.groups = {(s, m[0]): Group(layout, self.net, s, m[0], m, config.collective_algorithm)
-                       for m in classes for s in range(layout.pp)}
+        self.representative = len(classes) < layout.dp  # some replicas stand in for others
+        self.groups = {
+            (s, m[0]): Group(layout, self.net, s, m[0], m, config.collective_algorithm)
+            for m in classes
+            for s in range(layout.pp)
+        }
         self._events: dict[tuple, object] = {}
         self._rendezvous: dict[tuple, list] = {}
         self._segments: dict[tuple, Capture] = {}
         self._ops: dict[tuple, Capture] = {}
-        self._pp_flows: dict[tuple, tuple[list, StepKey]] = {}          # the p2p flows between two stages
-        self._dp_steps: dict[tuple, tuple[list, float, StepKey]] = {}    # (flows, fill latency, their key)
-        self._dp_rings: dict[int, tuple[list, float]] = {}          # stage -> (DP rings, hop latency)
+        self._pp_flows: dict[tuple, tuple[list, StepKey]] = {}  # the p2p flows between two stages
+        self._dp_steps: dict[tuple, tuple[list, float, StepKey]] = {}  # (flows, fill latency, their key)
+        self._dp_rings: dict[int, tuple[list, float]] = {}  # stage -> (DP rings, hop latency)
         self.iteration_end_s: list[float] = [0.0] * config.iterations
         self.first_captures: dict[str, Capture] = {}
 
@@ -142,8 +147,10 @@ class TrainingRun:
                 if op.kind == "F" and plan.first_forward[g.s][op.chunk] == i and gathers:
                     gate = {u: gathers[(op.chunk, u)] for u in range(len(plan.dp_units(g.s, op.chunk)))}
                 if plan.last_backward[g.s][op.chunk] == i:
+
                     def done(u, c=op.chunk, it=it, reductions=reductions):
                         reductions.append(self.sim.process(self._dp(g, it, c, u, reduce_op)))
+
                 yield from self._op(g, op, j, gate, done)
                 if op.kind == "F" and j < plan.virtual_stages - 1:
                     self._send(g, it, "F", op.microbatch, j, j + 1)
@@ -178,8 +185,9 @@ class TrainingRun:
                         yield gate.pop(unit)
                         st.waits_in_ops_s += self.sim.now - t0
                     seg_start = self.sim.now
-                    part = yield from self._segment(g, f"{op.kind}{op.microbatch} v{j} {name}", name.split(" L")[0],
-                                                    seg)
+                    part = yield from self._segment(
+                        g, f"{op.kind}{op.microbatch} v{j} {name}", name.split(" L")[0], seg
+                    )
                     cap.add(part, seg_start - start)
                     if done is not None and (k + 1 == len(segments) or segments[k + 1][2] != unit):
                         done(unit)
@@ -190,8 +198,15 @@ class TrainingRun:
                         self._ops[key] = cap
             else:
                 yield self.sim.timeout(cap.duration_s)
-                self.sim.span(g.driver.node, "compute", f"{op.kind} mb{op.microbatch} v{j}", start, self.sim.now,
-                              flop=cap.flop, category="compute")
+                self.sim.span(
+                    g.driver.node,
+                    "compute",
+                    f"{op.kind} mb{op.microbatch} v{j}",
+                    start,
+                    self.sim.now,
+                    flop=cap.flop,
+                    category="compute",
+                )
             st.ops.append((start, self.sim.now))
             st.kernel_s += cap.kernel_s
             st.comm_in_ops_s += cap.comm_s
@@ -217,8 +232,9 @@ class TrainingRun:
                     waits.append(self.sim.timeout(item.duration_s * g.slowdown))
                 else:
                     steps = g.comm.steps(item.group, item.op, item.nbytes)
-                    waits.append(run_schedule(self.net, steps, name=f"{label} {item.name}") if steps
-                                 else self.sim.timeout(0))
+                    waits.append(
+                        run_schedule(self.net, steps, name=f"{label} {item.name}") if steps else self.sim.timeout(0)
+                    )
             yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
             kernel_s = 0.0
             for item in group:
@@ -231,10 +247,18 @@ class TrainingRun:
                 else:
                     span = (item.group, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
                 cap.tape.record(*span)
-                self.sim.span(g.driver.node, span[0], f"{label} {span[1]}", start + span[2], start + span[3],
-                              nbytes=span[4], flop=span[5], category=span[6])
+                self.sim.span(
+                    g.driver.node,
+                    span[0],
+                    f"{label} {span[1]}",
+                    start + span[2],
+                    start + span[3],
+                    nbytes=span[4],
+                    flop=span[5],
+                    category=span[6],
+                )
             cap.kernel_s += kernel_s
-            cap.comm_s += max(self.sim.now - t0 - kernel_s, 0.0)       # communication not hidden by a kernel
+            cap.comm_s += max(self.sim.now - t0 - kernel_s, 0.0)  # communication not hidden by a kernel
         cap.duration_s = self.sim.now - start
         if self.replay:
             self._segments[key] = cap
@@ -252,6 +276,7 @@ class TrainingRun:
 
         def tp(x, op):
             return isinstance(x, CommOp) and x.group == "tp" and x.op == op
+
         out, i = [], 0
         while i < len(items):
             a, b = items[i], items[i + 1] if i + 1 < len(items) else None
@@ -270,8 +295,9 @@ class TrainingRun:
             yield req
             start = self.sim.now
             yield self.sim.timeout(duration)
-            self.sim.span(g.driver.node, "compute", "optimizer step", start, self.sim.now, nbytes=nbytes,
-                          category="elementwise")
+            self.sim.span(
+                g.driver.node, "compute", "optimizer step", start, self.sim.now, nbytes=nbytes, category="elementwise"
+            )
         g.stats.ops.append((start, self.sim.now))
         g.stats.optimizer_s += self.sim.now - start
         self._mirror(g, start, self.sim.now)
@@ -281,7 +307,7 @@ class TrainingRun:
         p = self.layout.pp
         s_to = j_to % p
         key = (g.d, it, kind, mb, j_to)
-        if s_to == g.s:                                  # the same GPUs (no pipeline parallelism)
+        if s_to == g.s:  # the same GPUs (no pipeline parallelism)
             self._event(key).succeed()
             return
         pp = self._pp_flows.get((g.d, g.s, s_to))
@@ -296,6 +322,7 @@ class TrainingRun:
         def arrived(_e):
             receiver.stats.comm.append((start, self.sim.now))
             self._event(key).succeed()
+
         done.callbacks.append(arrived)
 
     def _event(self, key: tuple):
@@ -312,8 +339,9 @@ class TrainingRun:
             key = ("dp", it, g.s, chunk, unit, op)
             yield self._meet(key, len(self.classes), lambda: self._dp_flows(g.s, chunk, unit, op))
             if self.sim.now > start:
-                self.sim.span(g.driver.node, "dp", f"dp {op} chunk {chunk} unit {unit}", start, self.sim.now,
-                              category="comm")
+                self.sim.span(
+                    g.driver.node, "dp", f"dp {op} chunk {chunk} unit {unit}", start, self.sim.now, category="comm"
+                )
                 g.stats.comm.append((start, self.sim.now))
 
     def _meet(self, key: tuple, parties: int, launch):
@@ -327,14 +355,16 @@ class TrainingRun:
             def proc():
                 yield from launch()
                 done.succeed()
+
             self.sim.process(proc())
         return entry[1]
 
     def _dp_flows(self, s: int, chunk: int, unit: int, op: str):
         flows, fill_s, key = self._dp_schedule(s, chunk, unit, op)
         if flows:
-            yield self.net.transfer_many(flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp",
-                                         key=key)
+            yield self.net.transfer_many(
+                flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp", key=key
+            )
         if fill_s > 0:
             yield self.sim.timeout(fill_s)
 
@@ -348,8 +378,8 @@ class TrainingRun:
             params = self.plan.dp_units(s, chunk)[unit]
             per_param = DTYPE_BYTES[self.config.dtype] if op == "all_gather" else DTYPE_BYTES[self.config.grad_dtype]
             nbytes = params * per_param
-            if s not in self._dp_rings:                  # the same rings for every chunk, unit and op
-                tps = range(1) if self.representative else range(lay.tp)     # representatives: TP rank 0's ring
+            if s not in self._dp_rings:  # the same rings for every chunk, unit and op
+                tps = range(1) if self.representative else range(lay.tp)  # representatives: TP rank 0's ring
                 rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
                 self._dp_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
             rings, hop_latency_s = self._dp_rings[s]
@@ -368,6 +398,7 @@ class TrainingRun:
         def launch():
             proc, _ = collective(self.net, "all_reduce", drivers, 8.0, "ring", name="grad-norm all_reduce")
             yield proc
+
         yield self._meet(key, p, launch)
 
     # ---- energy mirrors -----------------------------------------------------------------------
@@ -387,7 +418,7 @@ class TrainingRun:
         start, end = st.mirror_open
         st.mirror_open = None
         for observe in self.sim.recorder.observers:
-            bulk = getattr(observe, "add_components", None)       # optional part of the observer interface
+            bulk = getattr(observe, "add_components", None)  # optional part of the observer interface
             if bulk is not None:
                 bulk(g.mirrors, "compute", "compute", start, end, key=g)
                 continue

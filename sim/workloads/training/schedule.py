@@ -18,6 +18,7 @@ Schedules (the order of ops on each stage; the simulation adds the waits):
 `in_flight_peak` walks a stage's op list and returns the largest number of layer-activations it
 holds at once (forwards done whose backward has not run), which sets the activation memory.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ Schedule = Literal["1f1b", "interleaved_1f1b"]
 class PipeOp:
     kind: Literal["F", "B"]
     microbatch: int
-    chunk: int            # model chunk on this stage (0 .. v-1); virtual stage = chunk * p + stage
+    chunk: int  # model chunk on this stage (0 .. v-1); virtual stage = chunk * p + stage
 
     def virtual_stage(self, stage: int, p: int) -> int:
         return self.chunk * p + stage
@@ -69,7 +70,7 @@ def stage_ops(schedule: Schedule, p: int, m: int, v: int, stage: int) -> list[Pi
     ops = fwd[:warmup]
     for i in range(len(fwd) - warmup):
         ops += [fwd[warmup + i], bwd[i]]
-    return ops + bwd[len(fwd) - warmup:]
+    return ops + bwd[len(fwd) - warmup :]
 
 
 def in_flight_peak(ops: list[PipeOp], layers_per_chunk: list[int]) -> int:

@@ -2,14 +2,15 @@
 simulated stage groups (pp x replicas; one replica per equivalence class where representative);
 with replay only one layer per op shape runs kernel by kernel; plus pipeline sends and the DP rings.
 """
+
 from __future__ import annotations
 
 from sim.engine.cost import EVENTS_PER_KERNEL, EVENTS_PER_STEP, Estimate
 
-KERNELS_PER_LAYER = 12      # GEMMs, attention, norms and elementwise per layer and direction (rounded)
-COLLECTIVES_PER_LAYER = 4   # TP (and CP) collectives per layer, forward and backward
-EVENTS_PER_OP = 6.0         # a replayed forward/backward op (hold, p2p send, waits; measured ~7)
-TRAINING_CLASSES = 1        # assumption: replica equivalence classes on a regular fabric (+1 per straggler)
+KERNELS_PER_LAYER = 12  # GEMMs, attention, norms and elementwise per layer and direction (rounded)
+COLLECTIVES_PER_LAYER = 4  # TP (and CP) collectives per layer, forward and backward
+EVENTS_PER_OP = 6.0  # a replayed forward/backward op (hold, p2p send, waits; measured ~7)
+TRAINING_CLASSES = 1  # assumption: replica equivalence classes on a regular fabric (+1 per straggler)
 
 
 def training_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -19,29 +20,42 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     par = c.parallelism
     tp, cp, pp, dp = par.tp, par.cp, par.pp, par.dp or 1
     group = tp * cp
-    representative = cfg.simulate.ranks == "representative" or (cfg.simulate.ranks == "auto"
-                                                                 and network_model == "analytical")
+    representative = cfg.simulate.ranks == "representative" or (
+        cfg.simulate.ranks == "auto" and network_model == "analytical"
+    )
     replicas = min(dp, TRAINING_CLASSES + len(hw.stragglers)) if representative else dp
-    replay = {"on": True, "off": False}.get(cfg.simulate.replay,
-                                            network_model == "analytical" or group <= hw.gpus_per_node)
-    ops = 2 * max(1, c.micro_batches) * c.virtual_stages            # forward + backward per micro-batch and chunk
+    replay = {"on": True, "off": False}.get(
+        cfg.simulate.replay, network_model == "analytical" or group <= hw.gpus_per_node
+    )
+    ops = 2 * max(1, c.micro_batches) * c.virtual_stages  # forward + backward per micro-batch and chunk
     layers_per_op = max(1, c.family.layers // (pp * c.virtual_stages))
     groups = pp * replicas
     # replay: one layer of each op shape (forward, backward, recompute) per group signature in full
     detailed_layers = 4 * TRAINING_CLASSES if replay else groups * ops * layers_per_op
-    tp_steps, cp_steps = 2 * (tp - 1), cp - 1                   # ring TP all-reduce, CP all-gather
+    tp_steps, cp_steps = 2 * (tp - 1), cp - 1  # ring TP all-reduce, CP all-gather
     steps_per_layer = COLLECTIVES_PER_LAYER * (tp_steps + cp_steps)
     kernels = detailed_layers * KERNELS_PER_LAYER
     collective_flows = detailed_layers * COLLECTIVES_PER_LAYER * (tp_steps * tp * cp + cp_steps * cp * tp)
     p2p_flows = groups * ops * group if pp > 1 else 0
     dp_flows = (2 if cfg.data_parallel == "fsdp" else 1) * dp * cp * tp * pp
     flows = collective_flows + p2p_flows + dp_flows
-    dp_collectives = (2 if cfg.data_parallel == "fsdp" else 1) * pp * c.virtual_stages * tp   # one streamed ring each
-    events = (EVENTS_PER_KERNEL * kernels + EVENTS_PER_STEP * (detailed_layers * steps_per_layer + dp_collectives)
-              + (EVENTS_PER_OP * groups * ops if replay else 0.0))
-    per_iter = Estimate(events=events, flows=flows, simulated_flows=flows, peak_flows=groups * group + dp_flows / 2,
-                        kernels=kernels, spans=kernels + p2p_flows + dp_flows + groups * ops)
-    est = Estimate(path="workload.iterations", hint="fewer iterations or micro-batches, simulate: {replay: on}, "
-                                                    "or network_model: analytical")
+    dp_collectives = (2 if cfg.data_parallel == "fsdp" else 1) * pp * c.virtual_stages * tp  # one streamed ring each
+    events = (
+        EVENTS_PER_KERNEL * kernels
+        + EVENTS_PER_STEP * (detailed_layers * steps_per_layer + dp_collectives)
+        + (EVENTS_PER_OP * groups * ops if replay else 0.0)
+    )
+    per_iter = Estimate(
+        events=events,
+        flows=flows,
+        simulated_flows=flows,
+        peak_flows=groups * group + dp_flows / 2,
+        kernels=kernels,
+        spans=kernels + p2p_flows + dp_flows + groups * ops,
+    )
+    est = Estimate(
+        path="workload.iterations",
+        hint="fewer iterations or micro-batches, simulate: {replay: on}, or network_model: analytical",
+    )
     est.add(per_iter, times=cfg.iterations)
     return est

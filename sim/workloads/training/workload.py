@@ -41,6 +41,7 @@ fit is a load-time error with the numbers), `memory_per_gpu_bytes` (breakdown of
 `iteration_s_each`, `model_flop_per_iteration`, `micro_batches`, `layers_per_virtual_stage`, and the fidelity
 used: `simulated_ranks`, `replica_classes`, `replay`.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -76,9 +77,11 @@ class Video(StrictModel):
 
 class TrainingFidelity(StrictModel):
     ranks: Literal["auto", "all", "representative"] = Field(
-        "auto", description="representative: one replica per equivalence class (analytical network only)")
+        "auto", description="representative: one replica per equivalence class (analytical network only)"
+    )
     replay: Literal["auto", "on", "off"] = Field(
-        "auto", description="replay identical layers and ops (auto: where exact)")
+        "auto", description="replay identical layers and ops (auto: where exact)"
+    )
 
 
 class Config(WorkloadBase):
@@ -96,17 +99,28 @@ class Config(WorkloadBase):
     virtual_stages: int = Field(1, ge=1, description="model chunks per stage (interleaved_1f1b)")
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = True
-    tp_comm_overlap: bool = Field(False, description=(
-        "overlap each TP all-gather / reduce-scatter with its GEMM (Transformer Engine userbuffers); "
-        "default off, as in Megatron-LM"))
+    tp_comm_overlap: bool = Field(
+        False,
+        description=(
+            "overlap each TP all-gather / reduce-scatter with its GEMM (Transformer Engine userbuffers); "
+            "default off, as in Megatron-LM"
+        ),
+    )
     data_parallel: Literal["fsdp", "ddp"] = "fsdp"
-    fsdp_unit: Literal["layer", "chunk"] = Field("layer", description=(
-        "what one DP all-gather / reduce-scatter (ddp: all-reduce bucket) moves: a transformer layer (FSDP "
-        "wrapping each block) or a whole pipeline chunk"))
+    fsdp_unit: Literal["layer", "chunk"] = Field(
+        "layer",
+        description=(
+            "what one DP all-gather / reduce-scatter (ddp: all-reduce bucket) moves: a transformer layer (FSDP "
+            "wrapping each block) or a whole pipeline chunk"
+        ),
+    )
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     collective_algorithm: Literal["auto", "ring", "tree", "hierarchical"] = "auto"
-    reserved_memory: Bytes = Field(4 * 2 ** 30, ge=0, description=(
-        "assumption: CUDA context (~0.5-1 GB), NCCL buffers (~1-2 GB) and allocator fragmentation"))
+    reserved_memory: Bytes = Field(
+        4 * 2**30,
+        ge=0,
+        description=("assumption: CUDA context (~0.5-1 GB), NCCL buffers (~1-2 GB) and allocator fragmentation"),
+    )
     iterations: int = Field(2, ge=1)
     simulate: TrainingFidelity = TrainingFidelity()
 
@@ -118,8 +132,10 @@ class Config(WorkloadBase):
                 return LLM_PRESETS[v]
             if v in DIT_PRESETS:
                 return DIT_PRESETS[v]
-            raise ValueError(f"unknown model {v!r}; presets: {', '.join([*LLM_PRESETS, *DIT_PRESETS])} "
-                             "(or an inline mapping; family: dit for a video DiT)")
+            raise ValueError(
+                f"unknown model {v!r}; presets: {', '.join([*LLM_PRESETS, *DIT_PRESETS])} "
+                "(or an inline mapping; family: dit for a video DiT)"
+            )
         if isinstance(v, dict):
             return DiTSpec.model_validate(v) if v.get("family") == "dit" else TransformerSpec.model_validate(v)
         return v
@@ -165,13 +181,15 @@ class Config(WorkloadBase):
 
     def shape(self):
         par = self.parallelism
-        return self.family.shape(par.tp, par.cp, self.sequence, self.micro_batch_size, self.dtype, self.gemm,
-                                 self.sequence_parallel)
+        return self.family.shape(
+            par.tp, par.cp, self.sequence, self.micro_batch_size, self.dtype, self.gemm, self.sequence_parallel
+        )
 
     def memory(self, hardware):
         cfg = self.with_degrees(hardware)
-        return memory_per_stage(cfg, cfg.family, cfg.shape(), split_layers(cfg.family.layers,
-                                                                            cfg.parallelism.pp * cfg.virtual_stages))
+        return memory_per_stage(
+            cfg, cfg.family, cfg.shape(), split_layers(cfg.family.layers, cfg.parallelism.pp * cfg.virtual_stages)
+        )
 
     # ---- load-time checks ---------------------------------------------------------------------------
     def check(self, hardware) -> None:
@@ -179,10 +197,13 @@ class Config(WorkloadBase):
         cfg = self.with_degrees(hardware)
         par, n = cfg.parallelism, hardware.num_gpus
         if par.tp * par.cp * par.pp * par.dp != n:
-            raise ScenarioError(f"tp x cp x pp x dp = {par.tp} x {par.cp} x {par.pp} x {par.dp} = "
-                                f"{par.tp * par.cp * par.pp * par.dp} must equal the cluster's {n} GPUs "
-                                f"({hardware.nodes} nodes x {hardware.gpus_per_node})",
-                                path="workload.parallelism", value=self.parallelism.model_dump(exclude_none=True))
+            raise ScenarioError(
+                f"tp x cp x pp x dp = {par.tp} x {par.cp} x {par.pp} x {par.dp} = "
+                f"{par.tp * par.cp * par.pp * par.dp} must equal the cluster's {n} GPUs "
+                f"({hardware.nodes} nodes x {hardware.gpus_per_node})",
+                path="workload.parallelism",
+                value=self.parallelism.model_dump(exclude_none=True),
+            )
         fam = cfg.family
         for key, problem in (("tp", fam.tp_problem(par.tp)), ("cp", fam.cp_problem(par.cp, cfg.sequence))):
             if problem:
@@ -192,11 +213,15 @@ class Config(WorkloadBase):
         for key, dtype in (("dtype", cfg.dtype), ("gemm_dtype", cfg.gemm)):
             if getattr(hardware.gpu.peak, dtype, None) is None:
                 supported = [d for d in DTYPE_BYTES if getattr(hardware.gpu.peak, d, None) is not None]
-                raise ScenarioError(f"{hardware.gpu.name} has no {dtype} peak; supported: {', '.join(supported)}",
-                                    path=f"workload.{key}", value=dtype)
+                raise ScenarioError(
+                    f"{hardware.gpu.name} has no {dtype} peak; supported: {', '.join(supported)}",
+                    path=f"workload.{key}",
+                    value=dtype,
+                )
         if getattr(hardware.gpu.peak, "bf16", None) is None:
-            raise ScenarioError(f"{hardware.gpu.name} has no bf16 peak to measure MFU against",
-                                path="hardware.gpu.peak.bf16")
+            raise ScenarioError(
+                f"{hardware.gpu.name} has no bf16 peak to measure MFU against", path="hardware.gpu.peak.bf16"
+            )
         worst = max(cfg.memory(hardware), key=lambda m: m.total)
         capacity = float(hardware.gpu.memory)
         if worst.total > capacity:
@@ -205,18 +230,23 @@ class Config(WorkloadBase):
                 f"stage {worst.stage} needs {gb['total']:.1f} GB per GPU (weights {gb['weights']:.1f} + grads "
                 f"{gb['grads']:.1f} + optimizer {gb['optimizer']:.1f} + activations {gb['activations']:.1f} + "
                 f"working {gb['working']:.1f} + reserved {gb['reserved']:.1f}) but {hardware.gpu.name} has "
-                f"{capacity / 1e9:.1f} GB; {_memory_advice(cfg)}", path="workload.parallelism",
-                value=self.parallelism.model_dump(exclude_none=True))
+                f"{capacity / 1e9:.1f} GB; {_memory_advice(cfg)}",
+                path="workload.parallelism",
+                value=self.parallelism.model_dump(exclude_none=True),
+            )
 
 
 def _memory_advice(cfg: Config) -> str:
     """What could make a job fit, given what it already does."""
-    tips = [{"none": "recompute: selective or full", "selective": "recompute: full"}.get(cfg.recompute, ""),
-            "schedule: 1f1b (fewer activations in flight)" if cfg.schedule == "interleaved_1f1b" else "",
-            "data_parallel: fsdp" if cfg.data_parallel == "ddp" else "",
-            "grad_dtype: bf16" if cfg.grad_dtype == "fp32" else "",
-            "a smaller micro_batch_size" if cfg.micro_batch_size > 1 else "",
-            "more tp, cp or pp", "a GPU with more memory"]
+    tips = [
+        {"none": "recompute: selective or full", "selective": "recompute: full"}.get(cfg.recompute, ""),
+        "schedule: 1f1b (fewer activations in flight)" if cfg.schedule == "interleaved_1f1b" else "",
+        "data_parallel: fsdp" if cfg.data_parallel == "ddp" else "",
+        "grad_dtype: bf16" if cfg.grad_dtype == "fp32" else "",
+        "a smaller micro_batch_size" if cfg.micro_batch_size > 1 else "",
+        "more tp, cp or pp",
+        "a GPU with more memory",
+    ]
     return "try " + ", ".join(t for t in tips if t)
 
 
@@ -225,8 +255,11 @@ def _check_model_inputs(cfg: Config) -> None:
         if cfg.video is None:
             raise ScenarioError("a DiT model needs video: {frames, height, width}", path="workload.video")
         if cfg.sequence_length is not None:
-            raise ScenarioError("a DiT's tokens per clip come from video (frames x patches); remove "
-                                "sequence_length", path="workload.sequence_length", value=cfg.sequence_length)
+            raise ScenarioError(
+                "a DiT's tokens per clip come from video (frames x patches); remove sequence_length",
+                path="workload.sequence_length",
+                value=cfg.sequence_length,
+            )
         try:
             _ = cfg.sequence
         except ValueError as exc:
@@ -237,35 +270,50 @@ def _check_model_inputs(cfg: Config) -> None:
         if cfg.video is not None:
             raise ScenarioError("video applies to DiT models only", path="workload.video")
     if (cfg.global_batch_tokens is None) == (cfg.global_batch_size is None):
-        raise ScenarioError("give exactly one of global_batch_tokens and global_batch_size (sequences)",
-                            path="workload.global_batch_tokens", value=cfg.global_batch_tokens)
+        raise ScenarioError(
+            "give exactly one of global_batch_tokens and global_batch_size (sequences)",
+            path="workload.global_batch_tokens",
+            value=cfg.global_batch_tokens,
+        )
 
 
 def _check_batch(cfg: Config) -> None:
     seq, par = cfg.sequence, cfg.parallelism
     if cfg.global_batch_tokens is not None and cfg.global_batch_tokens % seq:
-        raise ScenarioError(f"must be a multiple of the {seq} tokens per sequence",
-                            path="workload.global_batch_tokens", value=cfg.global_batch_tokens)
+        raise ScenarioError(
+            f"must be a multiple of the {seq} tokens per sequence",
+            path="workload.global_batch_tokens",
+            value=cfg.global_batch_tokens,
+        )
     per_step = cfg.micro_batch_size * par.dp
     if cfg.samples % per_step or cfg.samples < per_step:
-        raise ScenarioError(f"{cfg.samples} sequences per iteration must be a positive multiple of micro_batch_size "
-                            f"x dp = {cfg.micro_batch_size} x {par.dp} = {per_step}",
-                            path="workload.global_batch_tokens" if cfg.global_batch_tokens else "workload.global_batch_size",
-                            value=cfg.global_batch_tokens or cfg.global_batch_size)
+        raise ScenarioError(
+            f"{cfg.samples} sequences per iteration must be a positive multiple of micro_batch_size "
+            f"x dp = {cfg.micro_batch_size} x {par.dp} = {per_step}",
+            path="workload.global_batch_tokens" if cfg.global_batch_tokens else "workload.global_batch_size",
+            value=cfg.global_batch_tokens or cfg.global_batch_size,
+        )
 
 
 def _check_schedule(cfg: Config) -> None:
     par, v, m = cfg.parallelism, cfg.virtual_stages, cfg.micro_batches
     if cfg.schedule == "1f1b" and v != 1:
-        raise ScenarioError("virtual_stages > 1 needs schedule: interleaved_1f1b", path="workload.virtual_stages",
-                            value=v)
+        raise ScenarioError(
+            "virtual_stages > 1 needs schedule: interleaved_1f1b", path="workload.virtual_stages", value=v
+        )
     if cfg.schedule == "interleaved_1f1b":
         if v < 2 or par.pp < 2:
-            raise ScenarioError(f"interleaved_1f1b needs virtual_stages >= 2 and pp >= 2 (have {v} and {par.pp})",
-                                path="workload.virtual_stages", value=v)
+            raise ScenarioError(
+                f"interleaved_1f1b needs virtual_stages >= 2 and pp >= 2 (have {v} and {par.pp})",
+                path="workload.virtual_stages",
+                value=v,
+            )
         if m % par.pp:
-            raise ScenarioError(f"interleaved_1f1b needs the {m} micro-batches per replica to be a multiple of "
-                                f"pp = {par.pp}", path="workload.schedule", value=cfg.schedule)
+            raise ScenarioError(
+                f"interleaved_1f1b needs the {m} micro-batches per replica to be a multiple of pp = {par.pp}",
+                path="workload.schedule",
+                value=cfg.schedule,
+            )
     try:
         split_layers(cfg.family.layers, par.pp * v)
     except ValueError as exc:
@@ -274,4 +322,5 @@ def _check_schedule(cfg: Config) -> None:
 
 def simulate(sim, cluster, config: Config):
     from sim.workloads.training.metrics import run_training
+
     return (yield from run_training(sim, cluster, config.with_degrees(cluster.hardware)))

@@ -4,6 +4,7 @@ The physics tests run the real Llama 3 405B on the paper's hosts with one simula
 (`simulate.layers: 1`, exact: see test_layer_replay_and_representative_ranks_match_full_simulation);
 the equivalence tests run a tiny model with every rank and every layer.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,14 +23,32 @@ TINY = {"name": "tiny", "layers": 3, "hidden": 1024, "ffn": 3584, "heads": 16, "
 PAPER_GPU = "h100-96gb-500w-cp-calibrated"
 
 
-def scenario(requests, nodes=4, gpus_per_node=8, gpu=PAPER_GPU, nic="cx7-400g-rdma", topology="single-switch",
-             **workload):
-    wl = {"kind": "cp_inference", "model": "llama3-405b", "dtype": "bf16", "ffn_dtype": "fp8",
-          "requests": requests, "simulate": {"layers": 1}}
+def scenario(
+    requests, nodes=4, gpus_per_node=8, gpu=PAPER_GPU, nic="cx7-400g-rdma", topology="single-switch", **workload
+):
+    wl = {
+        "kind": "cp_inference",
+        "model": "llama3-405b",
+        "dtype": "bf16",
+        "ffn_dtype": "fp8",
+        "requests": requests,
+        "simulate": {"layers": 1},
+    }
     wl.update(workload)
-    return scenario_from_dict({"name": "t", "hardware": {
-        "gpu": gpu, "gpus_per_node": gpus_per_node, "nodes": nodes, "scale_up": "nvlink4", "nic": nic,
-        "topology": {"kind": topology}}, "workload": wl})
+    return scenario_from_dict(
+        {
+            "name": "t",
+            "hardware": {
+                "gpu": gpu,
+                "gpus_per_node": gpus_per_node,
+                "nodes": nodes,
+                "scale_up": "nvlink4",
+                "nic": nic,
+                "topology": {"kind": topology},
+            },
+            "workload": wl,
+        }
+    )
 
 
 def metrics(requests, **kw) -> dict:
@@ -40,11 +59,19 @@ def tiny(requests, ring="auto", ranks="all", layers="all", **kw):
     kw.setdefault("nodes", 4)
     kw.setdefault("gpus_per_node", 2)
     kw.setdefault("gpu", "h100-sxm")
-    return scenario(requests, model=TINY, dtype="bf16", ffn_dtype="bf16", ring=ring,
-                    simulate={"ranks": ranks, "layers": layers}, **kw)
+    return scenario(
+        requests,
+        model=TINY,
+        dtype="bf16",
+        ffn_dtype="bf16",
+        ring=ring,
+        simulate={"ranks": ranks, "layers": layers},
+        **kw,
+    )
 
 
 # ---- models and sharding arithmetic -----------------------------------------------------------
+
 
 def test_presets_are_the_reference_architectures():
     m = PRESETS["llama3-405b"]
@@ -53,7 +80,7 @@ def test_presets_are_the_reference_architectures():
     assert PRESETS["llama3-70b"].params == pytest.approx(70.6e9, rel=0.02)
     assert PRESETS["llama3-8b"].params == pytest.approx(8.03e9, rel=0.02)
     assert PRESETS["nemotron4-340b"].params == pytest.approx(341e9, rel=0.03)
-    assert PRESETS["nemotron4-340b"].ffn_matrices == 2          # squared ReLU: no gate
+    assert PRESETS["nemotron4-340b"].ffn_matrices == 2  # squared ReLU: no gate
     assert resolve_model(TINY).head_dim is None and resolve_model(TINY).dim_per_head == 64
 
 
@@ -61,9 +88,12 @@ def test_presets_are_the_reference_architectures():
 @pytest.mark.parametrize("cached", [0, 1000])
 def test_load_balanced_chunks_give_every_rank_the_same_work_and_the_causal_total(cp, cached):
     tokens = 2 * cp * 96
-    per_rank = [[step_keys_seen(r, s, ring, tokens, math.ceil(cached / cp), cp) for s in range(cp)]
-                for ring in ("pass-kv", "pass-q") for r in range(cp)]
-    assert all(row == per_rank[0] for row in per_rank)                   # every rank, every step, both rings
+    per_rank = [
+        [step_keys_seen(r, s, ring, tokens, math.ceil(cached / cp), cp) for s in range(cp)]
+        for ring in ("pass-kv", "pass-q")
+        for r in range(cp)
+    ]
+    assert all(row == per_rank[0] for row in per_rank)  # every rank, every step, both rings
     total = cp * sum(per_rank[0])
     assert total == pytest.approx(causal_keys_seen(tokens, cached if cached % cp == 0 else cp * math.ceil(cached / cp)))
 
@@ -79,17 +109,30 @@ def test_ring_messages_are_the_papers_sizes_summed_over_tp_and_ring():
 
 # ---- closed forms -----------------------------------------------------------------------------
 
+
 def test_one_gpu_prefill_is_the_sum_of_its_kernel_times():
     """tp = cp = 1: no communication; TTFT = layers x (kernels of a layer) + final norm and LM head."""
     dev = catalog.device("h100-sxm")
     m, t, e = resolve_model(TINY), 4096, 2
     hd, d, f = m.dim_per_head, m.hidden, m.ffn
-    layer = (dev.memory_time_s(4 * t * d * e) + dev.gemm_time_s(t, (m.heads + 2 * m.kv_heads) * hd, d)
-             + dev.memory_time_s(2 * t * (m.heads + m.kv_heads) * hd * e)
-             + dev.attention_time_s(t * m.heads // m.kv_heads, t, m.kv_heads, hd, kv_heads=m.kv_heads,
-                                    flop=m.attention_flop(causal_keys_seen(t)) / m.layers)
-             + dev.gemm_time_s(t, d, m.heads * hd) + dev.memory_time_s(4 * t * d * e)
-             + dev.gemm_time_s(t, 2 * f, d) + dev.memory_time_s(3 * t * f * e) + dev.gemm_time_s(t, d, f))
+    layer = (
+        dev.memory_time_s(4 * t * d * e)
+        + dev.gemm_time_s(t, (m.heads + 2 * m.kv_heads) * hd, d)
+        + dev.memory_time_s(2 * t * (m.heads + m.kv_heads) * hd * e)
+        + dev.attention_time_s(
+            t * m.heads // m.kv_heads,
+            t,
+            m.kv_heads,
+            hd,
+            kv_heads=m.kv_heads,
+            flop=m.attention_flop(causal_keys_seen(t)) / m.layers,
+        )
+        + dev.gemm_time_s(t, d, m.heads * hd)
+        + dev.memory_time_s(4 * t * d * e)
+        + dev.gemm_time_s(t, 2 * f, d)
+        + dev.memory_time_s(3 * t * f * e)
+        + dev.gemm_time_s(t, d, f)
+    )
     final = dev.memory_time_s(2 * d * e) + dev.gemm_time_s(1, m.vocab, d)
     got = run(tiny([{"prompt_tokens": t}], nodes=1, gpus_per_node=1)).metrics
     assert got["ttft_s"] == pytest.approx(m.layers * layer + final, rel=1e-9)
@@ -107,6 +150,7 @@ def test_decode_cannot_beat_streaming_the_weights_and_kv_cache():
 
 
 # ---- fidelity shortcuts are exact --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("ring", ["pass-kv", "pass-q", "auto"])
 def test_layer_replay_and_representative_ranks_match_full_simulation(ring):
@@ -136,7 +180,7 @@ def test_every_gpu_sends_n_minus_1_ring_blocks_per_layer_overlapping_attention()
     assert len(per_gpu_layer) == 8 * TINY["layers"] and (per_gpu_layer == 4 - 1).all()
     attention = spans[(spans.track == "compute") & spans.name.str.contains("attention step")]
     starts = set(zip(attention.component, attention.start_s.round(15)))
-    assert all((c, round(s, 15)) in starts for c, s in zip(sends.component, sends.start_s))   # same instant
+    assert all((c, round(s, 15)) in starts for c, s in zip(sends.component, sends.start_s))  # same instant
 
 
 def test_breakdown_adds_up_to_the_prefill_time():
@@ -147,6 +191,7 @@ def test_breakdown_adds_up_to_the_prefill_time():
 
 
 # ---- physics ------------------------------------------------------------------------------------
+
 
 def test_ttft_grows_superlinearly_with_context():
     short, long = (metrics([{"prompt_tokens": t}], nodes=1)["ttft_s"] for t in (16384, 65536))
@@ -214,6 +259,7 @@ def test_multi_node_tp_sends_its_all_reduces_over_the_nics():
 
 # ---- serving ---------------------------------------------------------------------------------------
 
+
 def test_poisson_arrivals_are_seeded_and_served_first_come_first_served():
     arrivals = {"rate_per_s": 50.0, "count": 12, "prompt_tokens": 4096, "decode_tokens": 2}
     sc = tiny([], arrivals=arrivals, layers=1, ranks="representative", nodes=2)
@@ -221,20 +267,28 @@ def test_poisson_arrivals_are_seeded_and_served_first_come_first_served():
     assert a == b
     other = run(scenario_from_dict({**sc.model_dump(mode="json"), "seed": 1})).metrics
     assert other["ttft_s_per_request"] != a["ttft_s_per_request"]
-    ttft, queue, prefill = (np.array(a[k]) for k in ("ttft_s_per_request", "queue_s_per_request",
-                                                      "prefill_s_per_request"))
+    ttft, queue, prefill = (
+        np.array(a[k]) for k in ("ttft_s_per_request", "queue_s_per_request", "prefill_s_per_request")
+    )
     assert (queue >= 0).all() and queue.max() > 0 and np.allclose(ttft, queue + prefill)
     assert a["ttft_p99_s"] >= a["ttft_p50_s"] > 0 and a["ttit_p99_s"] >= a["ttit_p50_s"] > 0
 
 
 def test_tokens_count_prompt_and_decode_tokens_and_give_energy_per_token():
-    m = run(tiny([{"prompt_tokens": 4096, "decode_tokens": 3}, {"prompt_tokens": 2048, "cached_tokens": 1024}],
-                 layers=1, ranks="representative", nodes=2)).metrics
-    assert m["tokens"] == 4096 + 3 + 2048                    # cached tokens are not processed again
+    m = run(
+        tiny(
+            [{"prompt_tokens": 4096, "decode_tokens": 3}, {"prompt_tokens": 2048, "cached_tokens": 1024}],
+            layers=1,
+            ranks="representative",
+            nodes=2,
+        )
+    ).metrics
+    assert m["tokens"] == 4096 + 3 + 2048  # cached tokens are not processed again
     assert m["energy_per_token_j"] == pytest.approx(m["energy_j"] / m["tokens"])
 
 
 # ---- errors ----------------------------------------------------------------------------------------
+
 
 def _error(**kw) -> str:
     with pytest.raises(ScenarioError) as err:
@@ -247,9 +301,8 @@ def _error(**kw) -> str:
 def test_memory_check_gives_the_numbers():
     text = _error(nodes=1, gpu="h100-sxm", ffn_dtype="bf16")
     assert "workload.model" in text and "weights 101." in text and "80.0 GB" in text
-    scenario([{"prompt_tokens": 8192}], nodes=1, gpu="h100-sxm", dtype="fp8", ffn_dtype="fp8")      # fits
-    scenario([{"prompt_tokens": 8192}], nodes=1, gpu="h100-sxm", model="nemotron4-340b", dtype="fp8",
-             ffn_dtype="fp8")
+    scenario([{"prompt_tokens": 8192}], nodes=1, gpu="h100-sxm", dtype="fp8", ffn_dtype="fp8")  # fits
+    scenario([{"prompt_tokens": 8192}], nodes=1, gpu="h100-sxm", model="nemotron4-340b", dtype="fp8", ffn_dtype="fp8")
 
 
 def test_bad_configurations_are_one_line_errors():

@@ -6,6 +6,7 @@ The small job used throughout: one trainer host demanding 20k samples/s; rows of
 partitions of 8,192 rows; batches of 1,024; workers with 4 cores at 0.4 ms per sample, i.e. 10k
 samples/s each, so two workers match demand exactly.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,20 +24,38 @@ from sim.workloads.ingestion.media import forward_time_s
 PER_PARTITION, READ_PER_SAMPLE, SENT_PER_SAMPLE = 8192, 250, 500
 
 BASE = {
-    "name": "test-ingestion", "seed": 0,
-    "hardware": {"gpu": "h100-sxm", "gpus_per_node": 2, "nodes": 1, "nic": "cx7-400g-rdma",
-                 "topology": {"kind": "single-switch"}},
+    "name": "test-ingestion",
+    "seed": 0,
+    "hardware": {
+        "gpu": "h100-sxm",
+        "gpus_per_node": 2,
+        "nodes": 1,
+        "nic": "cx7-400g-rdma",
+        "topology": {"kind": "single-switch"},
+    },
     "workload": {
         "kind": "ingestion",
-        "dataset": {"samples": 10_000_000, "bytes_per_sample": 1000, "columns": 10, "columns_read": 0.5,
-                    "compression": 2.0, "partition_bytes": PER_PARTITION * 500},
+        "dataset": {
+            "samples": 10_000_000,
+            "bytes_per_sample": 1000,
+            "columns": 10,
+            "columns_read": 0.5,
+            "compression": 2.0,
+            "partition_bytes": PER_PARTITION * 500,
+        },
         "storage": {"nodes": 4, "media": "nvme-ssd", "replication": 2, "nic": "eth-25g-tcp"},
-        "preprocessing": {"mode": "disaggregated", "workers": 2,
-                          "worker": {"cores": 4, "memory": "16 GiB", "nic": "eth-25g-tcp"},
-                          "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
-                          "batch_samples": 1024, "splits_in_flight": 2, "service_cv": 0.3},
+        "preprocessing": {
+            "mode": "disaggregated",
+            "workers": 2,
+            "worker": {"cores": 4, "memory": "16 GiB", "nic": "eth-25g-tcp"},
+            "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
+            "batch_samples": 1024,
+            "splits_in_flight": 2,
+            "service_cv": 0.3,
+        },
         "trainers": {"demand_samples_per_s_per_host": 20_000, "buffer_batches": 4},
-        "duration_s": 20, "warmup_s": 5,
+        "duration_s": 20,
+        "warmup_s": 5,
     },
 }
 
@@ -57,32 +76,39 @@ def simulate(**overrides):
 
 # ---- sample ledger: exactly-once counting by id ranges --------------------------------------------
 
+
 def test_range_arithmetic():
     assert union_length(np.array([0, 5, 8]), np.array([10, 7, 12])) == 12
     assert subtract(0, 10, [(2, 4), (6, 7)]) == [(0, 2), (4, 6), (7, 10)]
     ledger = SampleLedger()
     ledger.issue(0, 100)
     ledger.deliver(0, 40)
-    ledger.deliver(30, 50)                  # 10 samples delivered twice
+    ledger.deliver(30, 50)  # 10 samples delivered twice
     counts = ledger.reconcile(pending=[(60, 100)])
     assert counts["samples_delivered"] == 50
     assert counts["samples_duplicated"] == 10
     assert counts["samples_pending"] == 40
-    assert counts["samples_lost"] == 10    # 50..60 went nowhere
+    assert counts["samples_lost"] == 10  # 50..60 went nowhere
 
 
 # ---- capacity, stalls, variability ----------------------------------------------------------------
 
-SLOW_NIC = {"bandwidth": "16 Mbit/s"}      # 2 MB/s: 8,000 samples/s sent, 8,000 read per NIC
+SLOW_NIC = {"bandwidth": "16 Mbit/s"}  # 2 MB/s: 8,000 samples/s sent, 8,000 read per NIC
 BOTTLENECKS = {
     "preprocessing_cpu": {"workload__preprocessing__workers": 1},
-    "preprocessing_nic_tx": {"workload__preprocessing__workers": 4,
-                             "workload__preprocessing__worker": {"cores": 4, "memory": "16 GiB", "nic": SLOW_NIC}},
-    "storage_media": {"workload__preprocessing__workers": 4,         # HDDs with 1 KiB reads: IOPS bound
-                      "workload__storage": {"nodes": 4, "media": "hdd", "media_per_node": 4, "replication": 2},
-                      "workload__dataset__read_bytes": "1 KiB"},
-    "storage_nic": {"workload__preprocessing__workers": 4,
-                    "workload__storage": {"nodes": 2, "media": "nvme-ssd", "replication": 2, "nic": SLOW_NIC}},
+    "preprocessing_nic_tx": {
+        "workload__preprocessing__workers": 4,
+        "workload__preprocessing__worker": {"cores": 4, "memory": "16 GiB", "nic": SLOW_NIC},
+    },
+    "storage_media": {
+        "workload__preprocessing__workers": 4,  # HDDs with 1 KiB reads: IOPS bound
+        "workload__storage": {"nodes": 4, "media": "hdd", "media_per_node": 4, "replication": 2},
+        "workload__dataset__read_bytes": "1 KiB",
+    },
+    "storage_nic": {
+        "workload__preprocessing__workers": 4,
+        "workload__storage": {"nodes": 2, "media": "nvme-ssd", "replication": 2, "nic": SLOW_NIC},
+    },
     "trainer_demand": {"workload__preprocessing__workers": 4},
 }
 
@@ -116,8 +142,9 @@ def test_enough_workers_remove_stalls():
 def test_exact_average_capacity_with_variable_service_stalls():
     """Two workers supply exactly the demand on average: constant service times keep trainers fed,
     variable ones (same mean) make them wait, more so the more variable."""
-    stall = {cv: simulate(workload__preprocessing__service_cv=cv).metrics["data_stall_fraction"]
-             for cv in (0.0, 0.3, 1.0)}
+    stall = {
+        cv: simulate(workload__preprocessing__service_cv=cv).metrics["data_stall_fraction"] for cv in (0.0, 0.3, 1.0)
+    }
     assert stall[0.0] < 1e-3
     assert stall[0.3] > 0.005
     assert stall[1.0] > stall[0.3] + 0.01
@@ -126,12 +153,22 @@ def test_exact_average_capacity_with_variable_service_stalls():
 def test_on_trainer_preprocessing_competes_with_training_for_cores():
     """8-core trainer host: preprocessing gets the cores training leaves, so stall = 1 - supply/demand."""
     for training_cores in (2, 4):
-        m = simulate(hardware__host_cpu={"base": "xeon-8480", "cores": 8}, hardware__host_cpus=1,
-                     workload__preprocessing={"mode": "on_trainer", "batch_samples": 1024, "splits_in_flight": 4,
-                                              "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
-                                              "service_cv": 0.0},
-                     workload__trainers={"demand_samples_per_s_per_host": 20_000, "buffer_batches": 4,
-                                         "training_cores": training_cores}).metrics
+        m = simulate(
+            hardware__host_cpu={"base": "xeon-8480", "cores": 8},
+            hardware__host_cpus=1,
+            workload__preprocessing={
+                "mode": "on_trainer",
+                "batch_samples": 1024,
+                "splits_in_flight": 4,
+                "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
+                "service_cv": 0.0,
+            },
+            workload__trainers={
+                "demand_samples_per_s_per_host": 20_000,
+                "buffer_batches": 4,
+                "training_cores": training_cores,
+            },
+        ).metrics
         supply = (8 - training_cores) / 4e-4
         assert m["preprocessing_workers"] == 0
         assert m["trainer_samples_per_s"] == pytest.approx(supply, rel=0.01)
@@ -145,37 +182,48 @@ def test_worker_memory_can_be_the_bottleneck():
     split_bytes = PER_PARTITION * (500 + 500)
     stall = {}
     for splits_of_memory in (1.5, 16):
-        m = simulate(workload__preprocessing__workers=1, workload__preprocessing__splits_in_flight=4,
-                     workload__preprocessing__service_cv=0.0,
-                     workload__preprocessing__worker={"cores": 32, "memory": splits_of_memory * split_bytes},
-                     workload__storage={"nodes": 4, "media": "nvme-ssd", "replication": 2,
-                                        "nic": {"bandwidth": "100 Mbit/s"}}).metrics
+        m = simulate(
+            workload__preprocessing__workers=1,
+            workload__preprocessing__splits_in_flight=4,
+            workload__preprocessing__service_cv=0.0,
+            workload__preprocessing__worker={"cores": 32, "memory": splits_of_memory * split_bytes},
+            workload__storage={"nodes": 4, "media": "nvme-ssd", "replication": 2, "nic": {"bandwidth": "100 Mbit/s"}},
+        ).metrics
         stall[splits_of_memory] = m["data_stall_fraction"]
     assert stall[1.5] > 0.2
     assert stall[16] < 1e-3
 
 
 def test_autoscaler_finds_a_stall_free_pool_and_reports_its_settle_time():
-    m = simulate(workload__preprocessing__workers="auto", workload__duration_s=30,
-                 workload__preprocessing__autoscale={"max_workers": 8, "interval_s": 1, "startup_s": 1}).metrics
+    m = simulate(
+        workload__preprocessing__workers="auto",
+        workload__duration_s=30,
+        workload__preprocessing__autoscale={"max_workers": 8, "interval_s": 1, "startup_s": 1},
+    ).metrics
     auto = m["autoscale"]
-    assert 2 <= m["preprocessing_workers"] <= 4       # 2 match demand on average
+    assert 2 <= m["preprocessing_workers"] <= 4  # 2 match demand on average
     assert auto["settle_time_s"] is not None and auto["settle_time_s"] < 20
     late = [row for row in m["buffer_trace"] if row[0] > auto["settle_time_s"]]
-    assert late and all(row[2] == 0.0 for row in late)     # no stall after settling
+    assert late and all(row[2] == 0.0 for row in late)  # no stall after settling
 
 
 # ---- faults: conservation of samples and bytes ----------------------------------------------------
+
 
 def test_faults_lose_nothing_and_conserve_bytes():
     """A whole 40-partition dataset under a worker crash and a storage node failure: every sample
     reaches a trainer exactly once, and the network's own link counters agree with the pipeline's."""
     samples = 40 * PER_PARTITION
-    result = simulate(workload__dataset__samples=samples, workload__preprocessing__workers=3, workload__duration_s=40,
-                      workload__storage={"nodes": 3, "media": "nvme-ssd", "replication": 2,
-                                         "nic": {"bandwidth": "100 Mbit/s"}},
-                      workload__faults=[{"kind": "worker_crash", "at_s": 4, "count": 1, "restart_after_s": 3},
-                                        {"kind": "storage_node_down", "at_s": 5, "count": 1}])
+    result = simulate(
+        workload__dataset__samples=samples,
+        workload__preprocessing__workers=3,
+        workload__duration_s=40,
+        workload__storage={"nodes": 3, "media": "nvme-ssd", "replication": 2, "nic": {"bandwidth": "100 Mbit/s"}},
+        workload__faults=[
+            {"kind": "worker_crash", "at_s": 4, "count": 1, "restart_after_s": 3},
+            {"kind": "storage_node_down", "at_s": 5, "count": 1},
+        ],
+    )
     m = result.metrics
     once, faults, totals = m["exactly_once"], m["faults"], m["totals"]
     assert m["samples_lost"] == 0
@@ -186,7 +234,8 @@ def test_faults_lose_nothing_and_conserve_bytes():
     assert totals["bytes_delivered"] == pytest.approx(samples * SENT_PER_SAMPLE)
     assert totals["bytes_sent"] == pytest.approx(totals["bytes_delivered"] + faults["sent_bytes_wasted"])
     assert totals["storage_read_bytes"] == pytest.approx(
-        (samples + once["samples_requeued"]) * READ_PER_SAMPLE + faults["storage_bytes_wasted"])
+        (samples + once["samples_requeued"]) * READ_PER_SAMPLE + faults["storage_bytes_wasted"]
+    )
     topo, carried = result.cluster.topology, result.cluster.network.link_bytes
     storage, gpus = set(topo.pools["storage"]), set(topo.devices)
     nic = [i for i in range(topo.num_links) if topo.link_kind[i] == "nic"]
@@ -196,11 +245,11 @@ def test_faults_lose_nothing_and_conserve_bytes():
 
 # ---- RecD dedup -------------------------------------------------------------------------------------
 
+
 def test_dedup_ratios_match_hand_counts():
     """Sessions of exactly 4 samples, aligned with batches and partitions: every batch of 1,024 holds
     256 sessions. Half the bytes and a quarter of the work are session-constant."""
-    dedup = {"factor": 4, "sessions": "fixed", "byte_fraction": 0.5, "work_fraction": 0.25,
-             "index_bytes_per_sample": 4}
+    dedup = {"factor": 4, "sessions": "fixed", "byte_fraction": 0.5, "work_fraction": 0.25, "index_bytes_per_sample": 4}
     m = simulate(workload__dedup=dedup, workload__duration_s=8, workload__warmup_s=2).metrics["dedup"]
     assert m["storage_bytes_ratio"] == pytest.approx(1 / (0.5 + 0.5 / 4))
     assert m["read_bytes_ratio"] == pytest.approx(1 / (0.5 + 0.5 / 4))
@@ -214,7 +263,7 @@ def test_distinct_sessions_are_counted_from_session_boundaries():
     starts = data.session_starts(0)
     assert starts[0] == 0 and np.all(np.diff(starts) >= 1)
     a, b = 100, 200
-    by_hand = len({int(np.searchsorted(starts, i, "right")) for i in range(a, b)})   # session of each sample
+    by_hand = len({int(np.searchsorted(starts, i, "right")) for i in range(a, b)})  # session of each sample
     assert data.distinct(0, a, b) == by_hand
     # geometric sessions: a sample starts a session with probability 1/3 -> E[m] = 1 + (n - 1)/3
     assert data.distinct(0, 0, PER_PARTITION) == pytest.approx(1 + (PER_PARTITION - 1) / 3, rel=0.05)
@@ -231,13 +280,22 @@ def test_dedup_lets_fewer_workers_feed_the_trainers():
 
 # ---- video curation -----------------------------------------------------------------------------------
 
-VIDEO = {"dataset": {"samples": 100_000, "bytes_per_sample": "75 MB", "partition_bytes": "300 MB"},
-         "storage": {"nodes": 4, "media": "nvme-ssd", "replication": 2, "nic": "cx7-200g-rdma"},
-         "preprocessing": {"mode": "disaggregated", "workers": 1, "batch_samples": 2, "cores_per_batch": 32,
-                           "splits_in_flight": 16, "output_batches": 24, "service_cv": 0.0,
-                           "worker": {"cores": 512, "memory": "1 TiB", "nic": "cx7-200g-rdma", "gpus": 8}},
-         "trainers": {"demand_samples_per_s_per_host": 100, "buffer_batches": 8},
-         "media": {"video_s": 60, "clip_s": 8, "keep_fraction": 0.5}}
+VIDEO = {
+    "dataset": {"samples": 100_000, "bytes_per_sample": "75 MB", "partition_bytes": "300 MB"},
+    "storage": {"nodes": 4, "media": "nvme-ssd", "replication": 2, "nic": "cx7-200g-rdma"},
+    "preprocessing": {
+        "mode": "disaggregated",
+        "workers": 1,
+        "batch_samples": 2,
+        "cores_per_batch": 32,
+        "splits_in_flight": 16,
+        "output_batches": 24,
+        "service_cv": 0.0,
+        "worker": {"cores": 512, "memory": "1 TiB", "nic": "cx7-200g-rdma", "gpus": 8},
+    },
+    "trainers": {"demand_samples_per_s_per_host": 100, "buffer_batches": 8},
+    "media": {"video_s": 60, "clip_s": 8, "keep_fraction": 0.5},
+}
 
 
 def test_video_curation_is_gpu_bound_and_costs_captions_with_the_device_model():
@@ -255,19 +313,23 @@ def test_video_curation_is_gpu_bound_and_costs_captions_with_the_device_model():
     gpu = result.scenario.hardware.gpu
     caption = spans[spans.name == "caption"].duration_s
     model = result.scenario.workload.media.caption_model
-    one_clip = (forward_time_s(gpu, model, 8 * 256 + 64) + 256 * forward_time_s(gpu, model, 1))
-    assert caption.min() >= one_clip * 0.99      # every batch captions at least one clip
+    one_clip = forward_time_s(gpu, model, 8 * 256 + 64) + 256 * forward_time_s(gpu, model, 1)
+    assert caption.min() >= one_clip * 0.99  # every batch captions at least one clip
 
 
 # ---- input errors -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("override, path", [
-    ({"workload__storage": {"nodes": 2, "replication": 3}}, "workload.storage.replication"),
-    ({"workload__preprocessing__mode": "on_trainer"}, "workload.preprocessing.workers"),
-    ({"workload__faults": [{"kind": "storage_node_down", "at_s": 1, "count": 2}]}, "workload.faults"),
-    ({"workload__storage": {"nodes": 2, "media": "tape"}}, "workload.storage.media"),
-    ({"workload__warmup_s": 30}, "workload.warmup_s"),
-])
+
+@pytest.mark.parametrize(
+    "override, path",
+    [
+        ({"workload__storage": {"nodes": 2, "replication": 3}}, "workload.storage.replication"),
+        ({"workload__preprocessing__mode": "on_trainer"}, "workload.preprocessing.workers"),
+        ({"workload__faults": [{"kind": "storage_node_down", "at_s": 1, "count": 2}]}, "workload.faults"),
+        ({"workload__storage": {"nodes": 2, "media": "tape"}}, "workload.storage.media"),
+        ({"workload__warmup_s": 30}, "workload.warmup_s"),
+    ],
+)
 def test_bad_input_is_one_line_error_with_its_key_path(override, path):
     with pytest.raises(ScenarioError) as err:
         scenario(**override)

@@ -6,6 +6,7 @@ The small cases use a tiny LLM on a few GPUs; the closed-form pipeline tests rem
 forms ignore (kernel launch overhead, slow links, embedding/LM-head work via a 16-token vocabulary
 and wide layers).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,20 +27,34 @@ from sim.workloads.training.schedule import in_flight_peak, split_layers, stage_
 TINY = {"name": "tiny", "layers": 8, "hidden": 1024, "ffn": 4096, "heads": 16, "kv_heads": 4, "vocab": 32000}
 WIDE = {"name": "wide", "hidden": 1024, "ffn": 32768, "heads": 16, "kv_heads": 16, "vocab": 16}
 FAST_NIC = {"bandwidth": "100 PB/s", "latency": "0 s", "efficiency": 1.0}
-TRAINING_METRICS = ["iteration_s", "tokens_per_s", "tflop_per_s_per_gpu", "mfu", "hfu", "bubble_fraction",
-                    "exposed_comm_fraction", "peak_memory_per_gpu_bytes"]
+TRAINING_METRICS = [
+    "iteration_s",
+    "tokens_per_s",
+    "tflop_per_s_per_gpu",
+    "mfu",
+    "hfu",
+    "bubble_fraction",
+    "exposed_comm_fraction",
+    "peak_memory_per_gpu_bytes",
+]
 
 
-def scenario(workload: dict, nodes=4, gpus_per_node=2, network="flow", topology=None, nic=None, gpu=None,
-             trace_limit=200_000):
+def scenario(
+    workload: dict, nodes=4, gpus_per_node=2, network="flow", topology=None, nic=None, gpu=None, trace_limit=200_000
+):
     wl = {"kind": "training", "model": TINY, "sequence_length": 1024, "micro_batch_size": 1, "iterations": 1}
     wl.update(workload)
-    hw = {"gpu": gpu or "h100-sxm", "gpus_per_node": gpus_per_node, "nodes": nodes,
-          "topology": topology or {"kind": "single-switch"}}
+    hw = {
+        "gpu": gpu or "h100-sxm",
+        "gpus_per_node": gpus_per_node,
+        "nodes": nodes,
+        "topology": topology or {"kind": "single-switch"},
+    }
     if nic:
         hw["nic"] = nic
-    return scenario_from_dict({"name": "t", "network_model": network, "hardware": hw, "workload": wl,
-                               "trace_limit": trace_limit})
+    return scenario_from_dict(
+        {"name": "t", "network_model": network, "hardware": hw, "workload": wl, "trace_limit": trace_limit}
+    )
 
 
 def metrics(workload: dict, **kw) -> dict:
@@ -53,6 +68,7 @@ def close(a: dict, b: dict, keys=TRAINING_METRICS, rel=1e-9):
 
 # ---- model FLOPs ------------------------------------------------------------------------------
 
+
 def test_llm_model_flops_are_six_params_tokens_plus_attention():
     """Llama 3 8B from its table: 6 x (layer matrices + LM head) x tokens + 3 x causal attention."""
     L, h, f, H, KV, V, hd, s = 32, 4096, 14336, 32, 8, 128256, 128, 8192
@@ -63,27 +79,38 @@ def test_llm_model_flops_are_six_params_tokens_plus_attention():
 
 def test_dit_tokens_and_flops_follow_frames_and_patches():
     m = DIT["moviegen-30b"]
-    assert m.tokens(256, 768, 768) == 32 * 48 * 48 == 73_728      # 8x TAE compression, 1x2x2 patches
+    assert m.tokens(256, 768, 768) == 32 * 48 * 48 == 73_728  # 8x TAE compression, 1x2x2 patches
     assert m.params == pytest.approx(30e9, rel=0.05)
     s, L, d, f, text = 73_728, 48, 6144, 16384, 256
-    video = L * (4 * d * d + 2 * d * d + 3 * d * f) + 2 * m.patch_dim * d      # self-attn, cross Q/O, FFN, ends
-    attention = 3 * 4 * L * d * s * (s + text)                                 # full (not causal) + cross
-    expected = 6 * video * s + 6 * L * 2 * d * d * text + attention           # cross K/V run on the text
+    video = L * (4 * d * d + 2 * d * d + 3 * d * f) + 2 * m.patch_dim * d  # self-attn, cross Q/O, FFN, ends
+    attention = 3 * 4 * L * d * s * (s + text)  # full (not causal) + cross
+    expected = 6 * video * s + 6 * L * 2 * d * d * text + attention  # cross K/V run on the text
     assert DiTFamily(m).model_flop_per_sequence(s) == pytest.approx(expected)
 
 
 def test_simulated_kernels_carry_exactly_the_model_flops():
     """Summed over every GPU, the kernels' model FLOPs are the formula's (recomputed kernels carry
     none; tp <= KV heads so no K/V projection is replicated)."""
-    r = run(scenario({"parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 1}, "global_batch_size": 4,
-                      "recompute": "full", "simulate": {"replay": "off"}}, nodes=4, gpus_per_node=2))
+    r = run(
+        scenario(
+            {
+                "parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 1},
+                "global_batch_size": 4,
+                "recompute": "full",
+                "simulate": {"replay": "off"},
+            },
+            nodes=4,
+            gpus_per_node=2,
+        )
+    )
     spans = r.spans
     kernels = spans[spans.category.isin(["dense", "attention"])]
-    group = 2 * 2                          # each driver GPU stands for its tp x cp group
+    group = 2 * 2  # each driver GPU stands for its tp x cp group
     assert kernels.flop.sum() * group == pytest.approx(r.metrics["model_flop_per_iteration"], rel=1e-12)
 
 
 # ---- pipeline schedules ----------------------------------------------------------------------------
+
 
 def test_layers_split_like_llama3_and_schedules_run_every_pass_once():
     assert split_layers(126, 16) == [7] + [8] * 14 + [7]
@@ -91,19 +118,30 @@ def test_layers_split_like_llama3_and_schedules_run_every_pass_once():
         for s in range(4):
             ops = stage_ops(kind, 4, 8, v, s)
             assert sorted((o.kind, o.microbatch, o.chunk) for o in ops) == sorted(
-                (k, mb, c) for k in "FB" for mb in range(8) for c in range(v))
+                (k, mb, c) for k in "FB" for mb in range(8) for c in range(v)
+            )
     assert [in_flight_peak(stage_ops("1f1b", 4, 8, 1, s), [1]) for s in range(4)] == [4, 3, 2, 1]
 
 
 def _pipeline(p, m, schedule="1f1b", v=1):
     model = {**WIDE, "layers": 16 * p}
-    sc = scenario({"parallelism": {"tp": 1, "pp": p, "dp": 1}, "global_batch_size": m, "schedule": schedule,
-                   "virtual_stages": v, "model": model}, nodes=p, gpus_per_node=1, nic=FAST_NIC,
-                  topology={"kind": "single-switch", "switch_latency": 0})
+    sc = scenario(
+        {
+            "parallelism": {"tp": 1, "pp": p, "dp": 1},
+            "global_batch_size": m,
+            "schedule": schedule,
+            "virtual_stages": v,
+            "model": model,
+        },
+        nodes=p,
+        gpus_per_node=1,
+        nic=FAST_NIC,
+        topology={"kind": "single-switch", "switch_latency": 0},
+    )
     gpu = sc.hardware.gpu.model_copy(update={"launch_overhead": 0.0})
     m_ = run(sc.model_copy(update={"hardware": sc.hardware.model_copy(update={"gpu": gpu})})).metrics
     b = m_["breakdown_s"]
-    return b["bubble_s"] / (m_["iteration_s"] - b["optimizer_s"])       # idle share of the pipeline phase
+    return b["bubble_s"] / (m_["iteration_s"] - b["optimizer_s"])  # idle share of the pipeline phase
 
 
 @pytest.mark.parametrize("p,m", [(2, 8), (4, 4), (4, 16), (8, 8)])
@@ -118,14 +156,17 @@ def test_interleaving_divides_the_bubble_by_the_virtual_stages(p, m, v):
 
 # ---- data parallelism ------------------------------------------------------------------------------
 
+
 def test_streamed_ring_takes_the_lockstep_rings_time_on_an_idle_uniform_ring():
-    sc = scenario({"parallelism": {"tp": 1, "dp": 8}, "global_batch_size": 8}, nodes=8, gpus_per_node=1,
-                  network="analytical")
+    sc = scenario(
+        {"parallelism": {"tp": 1, "dp": 8}, "global_batch_size": 8}, nodes=8, gpus_per_node=1, network="analytical"
+    )
     from sim.cluster.cluster import Cluster
 
     def streamed(sim, network, flows, fill):
         yield network.transfer_many(flows)
         yield sim.timeout(fill)
+
     for op in ("all_gather", "reduce_scatter", "all_reduce"):
         sim = Simulation()
         cluster = Cluster.build(sim, sc.hardware, "analytical")
@@ -138,14 +179,18 @@ def test_streamed_ring_takes_the_lockstep_rings_time_on_an_idle_uniform_ring():
 
 def test_doubling_dp_at_fixed_batch_per_gpu_costs_at_most_the_gradient_all_reduce():
     def at(dp):
-        sc = scenario({"parallelism": {"tp": 1, "pp": 2, "dp": dp}, "global_batch_size": 4 * dp,
-                       "data_parallel": "ddp"}, nodes=2 * dp, gpus_per_node=1,
-                       topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+        sc = scenario(
+            {"parallelism": {"tp": 1, "pp": 2, "dp": dp}, "global_batch_size": 4 * dp, "data_parallel": "ddp"},
+            nodes=2 * dp,
+            gpus_per_node=1,
+            topology={"kind": "fat-tree", "hosts_per_leaf": 2},
+        )
         return run(sc)
+
     small, big = at(2), at(4)
     net = big.cluster.network
     grads = max(big.metrics["memory_per_stage_bytes"]) and big.metrics["memory_per_gpu_bytes"]["grads"]
-    ring = [big.cluster.devices[2 * d].node for d in range(4)]           # stage 0 of every replica
+    ring = [big.cluster.devices[2 * d].node for d in range(4)]  # stage 0 of every replica
     all_reduce = estimate_s(net, ring_schedule("all_reduce", ring, grads))
     assert small.metrics["iteration_s"] <= big.metrics["iteration_s"] + 1e-12
     assert big.metrics["iteration_s"] <= small.metrics["iteration_s"] + all_reduce
@@ -153,10 +198,15 @@ def test_doubling_dp_at_fixed_batch_per_gpu_costs_at_most_the_gradient_all_reduc
 
 # ---- exactness of the shortcuts --------------------------------------------------------------------
 
+
 def test_representative_replicas_equal_the_full_simulation():
     """Replicas of 2 hosts on pods of 3 hosts: some sit inside a pod, some straddle two (2 classes)."""
-    wl = {"parallelism": {"tp": 2, "cp": 1, "pp": 2, "dp": 6}, "global_batch_size": 24,
-          "schedule": "interleaved_1f1b", "virtual_stages": 2}
+    wl = {
+        "parallelism": {"tp": 2, "cp": 1, "pp": 2, "dp": 6},
+        "global_batch_size": 24,
+        "schedule": "interleaved_1f1b",
+        "virtual_stages": 2,
+    }
     topo = {"kind": "clos3", "gpus_per_tor": 2, "gpus_per_pod": 6, "oversubscription": 2}
     full = metrics({**wl, "simulate": {"ranks": "all"}}, nodes=12, network="analytical", topology=topo)
     rep = metrics({**wl, "simulate": {"ranks": "representative"}}, nodes=12, network="analytical", topology=topo)
@@ -175,11 +225,12 @@ def test_a_straggler_gets_a_class_of_its_own_and_the_result_stays_exact():
         s = scenario({**wl, "simulate": {"ranks": ranks}}, **sc)
         hw = s.hardware.model_validate({**s.hardware.model_dump(), "stragglers": stragglers})
         return run(s.model_copy(update={"hardware": hw})).metrics
-    slow = [{"gpu": 9, "compute_slowdown": 1.3}]                  # replica 2, stage 0
+
+    slow = [{"gpu": 9, "compute_slowdown": 1.3}]  # replica 2, stage 0
     full, rep = at("all", slow), at("auto", slow)
     assert (rep["simulated_ranks"], rep["replica_classes"]) == ("representative", 2)
     close(rep, full)
-    assert full["iteration_s"] > at("auto", [])["iteration_s"]     # the slow GPU holds everyone back
+    assert full["iteration_s"] > at("auto", [])["iteration_s"]  # the slow GPU holds everyone back
 
 
 def test_replayed_layers_equal_the_full_simulation_under_contention():
@@ -194,7 +245,7 @@ def test_replayed_layers_equal_the_full_simulation_under_contention():
 
 def test_auto_fidelity_picks_only_exact_shortcuts():
     wl = {"parallelism": {"tp": 2, "cp": 2, "pp": 1, "dp": 2}, "global_batch_size": 4}
-    flow = metrics(wl, nodes=4)                      # cp crosses hosts on the flow network: no shortcuts
+    flow = metrics(wl, nodes=4)  # cp crosses hosts on the flow network: no shortcuts
     assert (flow["simulated_ranks"], flow["replay"]) == ("all", False)
     analytical = metrics(wl, nodes=4, network="analytical")
     assert (analytical["simulated_ranks"], analytical["replay"]) == ("representative", True)
@@ -203,21 +254,27 @@ def test_auto_fidelity_picks_only_exact_shortcuts():
 
 
 def test_ranks_map_tp_innermost_then_cp_pp_dp():
-    sc = scenario({"parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 2}, "global_batch_size": 4}, nodes=4,
-                  gpus_per_node=4)
+    sc = scenario(
+        {"parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 2}, "global_batch_size": 4}, nodes=4, gpus_per_node=4
+    )
     from sim.cluster.cluster import Cluster
+
     cluster = Cluster.build(Simulation(), sc.hardware)
     lay = ParallelLayout(cluster, 2, 2, 2, 2)
     rank = {d.node: r for r, d in enumerate(cluster.devices)}
-    assert [rank[d.node] for d in lay.group(1, 1)] == [12, 13, 14, 15]         # stage 1 of replica 1: host 3
-    assert {d.host for d in lay.group(0, 0)} == {0}                             # tp x cp = one host
-    assert [rank[d.node] for d in lay.dp_ring(0, 1)] == [1, 3, 9, 11]          # same weights: cp and dp peers
+    assert [rank[d.node] for d in lay.group(1, 1)] == [12, 13, 14, 15]  # stage 1 of replica 1: host 3
+    assert {d.host for d in lay.group(0, 0)} == {0}  # tp x cp = one host
+    assert [rank[d.node] for d in lay.dp_ring(0, 1)] == [1, 3, 9, 11]  # same weights: cp and dp peers
 
 
 def test_fsdp_by_layer_hides_the_weight_gathers_a_whole_chunk_exposes():
     """No pipeline: one chunk is the whole model; gathering it layer by layer overlaps compute."""
-    wl = {"parallelism": {"tp": 2, "pp": 1, "dp": 4}, "global_batch_size": 16, "sequence_length": 8192,
-          "model": {**TINY, "layers": 16}}
+    wl = {
+        "parallelism": {"tp": 2, "pp": 1, "dp": 4},
+        "global_batch_size": 16,
+        "sequence_length": 8192,
+        "model": {**TINY, "layers": 16},
+    }
     chunk = metrics({**wl, "fsdp_unit": "chunk"}, network="analytical")
     layer = metrics({**wl, "fsdp_unit": "layer"}, network="analytical")
     assert layer["breakdown_s"]["exposed_dp_pp_s"] < 0.5 * chunk["breakdown_s"]["exposed_dp_pp_s"]
@@ -225,8 +282,11 @@ def test_fsdp_by_layer_hides_the_weight_gathers_a_whole_chunk_exposes():
 
 
 def test_tp_comm_overlap_hides_tp_collectives_under_their_gemms():
-    wl = {"parallelism": {"tp": 2, "pp": 2, "dp": 2}, "global_batch_size": 8,
-          "model": {**TINY, "hidden": 4096, "ffn": 14336, "heads": 32}}
+    wl = {
+        "parallelism": {"tp": 2, "pp": 2, "dp": 2},
+        "global_batch_size": 8,
+        "model": {**TINY, "hidden": 4096, "ffn": 14336, "heads": 32},
+    }
     blocking = metrics(wl, network="analytical")
     overlap = metrics({**wl, "tp_comm_overlap": True}, network="analytical")
     assert overlap["breakdown_s"]["compute_s"] == pytest.approx(blocking["breakdown_s"]["compute_s"])
@@ -236,18 +296,22 @@ def test_tp_comm_overlap_hides_tp_collectives_under_their_gemms():
 
 # ---- memory, recomputation, precision ----------------------------------------------------------
 
+
 def test_recomputation_trades_time_for_memory():
     wl = {"parallelism": {"tp": 2, "pp": 2, "dp": 2}, "global_batch_size": 8}
     runs = {rc: metrics({**wl, "recompute": rc}, network="analytical") for rc in ("none", "selective", "full")}
     mem = [runs[rc]["memory_per_gpu_bytes"]["activations"] for rc in ("none", "selective", "full")]
     time = [runs[rc]["iteration_s"] for rc in ("none", "selective", "full")]
     assert mem[0] > mem[1] > mem[2] and time[0] < time[1] < time[2]
-    assert runs["full"]["hfu"] > runs["full"]["mfu"] * 1.2          # the recomputed forward is hardware work
+    assert runs["full"]["hfu"] > runs["full"]["mfu"] * 1.2  # the recomputed forward is hardware work
 
 
 def test_fp8_gemms_are_faster_and_mfu_stays_against_the_bf16_peak():
-    wl = {"parallelism": {"tp": 2, "pp": 2, "dp": 2}, "global_batch_size": 8, "model": {**TINY, "hidden": 4096,
-                                                                                         "ffn": 14336, "heads": 32}}
+    wl = {
+        "parallelism": {"tp": 2, "pp": 2, "dp": 2},
+        "global_batch_size": 8,
+        "model": {**TINY, "hidden": 4096, "ffn": 14336, "heads": 32},
+    }
     bf16 = metrics(wl, network="analytical")
     fp8 = metrics({**wl, "gemm_dtype": "fp8"}, network="analytical")
     assert fp8["iteration_s"] < bf16["iteration_s"]
@@ -257,20 +321,36 @@ def test_fp8_gemms_are_faster_and_mfu_stays_against_the_bf16_peak():
 
 def test_a_model_that_does_not_fit_is_a_one_line_error_with_the_numbers():
     with pytest.raises(ScenarioError) as err:
-        scenario({"model": "llama3-70b", "parallelism": {"tp": 2, "pp": 1, "dp": 4}, "global_batch_size": 8,
-                  "sequence_length": 8192})
+        scenario(
+            {
+                "model": "llama3-70b",
+                "parallelism": {"tp": 2, "pp": 1, "dp": 4},
+                "global_batch_size": 8,
+                "sequence_length": 8192,
+            }
+        )
     text = str(err.value)
     assert "\n" not in text and "workload.parallelism" in text and "GB per GPU" in text and "80.0 GB" in text
 
 
-@pytest.mark.parametrize("change,path", [
-    ({"parallelism": {"tp": 2, "pp": 2, "dp": 3}}, "workload.parallelism"),
-    ({"schedule": "interleaved_1f1b", "virtual_stages": 2, "parallelism": {"tp": 2, "pp": 2, "dp": 2},
-      "global_batch_size": 6}, "workload.schedule"),
-    ({"global_batch_size": 3}, "workload.global_batch_size"),
-    ({"model": "moviegen-30b"}, "workload.video"),
-    ({"parallelism": {"tp": 2, "cp": 3, "dp": 1}, "sequence_length": 1000}, "workload.parallelism"),
-])
+@pytest.mark.parametrize(
+    "change,path",
+    [
+        ({"parallelism": {"tp": 2, "pp": 2, "dp": 3}}, "workload.parallelism"),
+        (
+            {
+                "schedule": "interleaved_1f1b",
+                "virtual_stages": 2,
+                "parallelism": {"tp": 2, "pp": 2, "dp": 2},
+                "global_batch_size": 6,
+            },
+            "workload.schedule",
+        ),
+        ({"global_batch_size": 3}, "workload.global_batch_size"),
+        ({"model": "moviegen-30b"}, "workload.video"),
+        ({"parallelism": {"tp": 2, "cp": 3, "dp": 1}, "sequence_length": 1000}, "workload.parallelism"),
+    ],
+)
 def test_bad_inputs_name_their_key(change, path):
     wl = {"parallelism": {"tp": 2, "pp": 2, "dp": 2}, "global_batch_size": 8, **change}
     with pytest.raises(ScenarioError) as err:
@@ -279,10 +359,24 @@ def test_bad_inputs_name_their_key(change, path):
 
 
 def test_video_dit_trains_with_context_parallel_attention():
-    tiny_dit = {"family": "dit", "name": "tiny-dit", "layers": 4, "hidden": 1024, "ffn": 4096, "heads": 16,
-                "text_tokens": 64}
-    m = metrics({"model": tiny_dit, "sequence_length": None, "video": {"frames": 32, "height": 128, "width": 128},
-                 "parallelism": {"tp": 2, "cp": 2, "pp": 1, "dp": 2}, "global_batch_size": 4},
-                network="analytical")
-    assert m["sequence_length"] == 4 * 8 * 8                   # (32/8) x (128/16) x (128/16)
+    tiny_dit = {
+        "family": "dit",
+        "name": "tiny-dit",
+        "layers": 4,
+        "hidden": 1024,
+        "ffn": 4096,
+        "heads": 16,
+        "text_tokens": 64,
+    }
+    m = metrics(
+        {
+            "model": tiny_dit,
+            "sequence_length": None,
+            "video": {"frames": 32, "height": 128, "width": 128},
+            "parallelism": {"tp": 2, "cp": 2, "pp": 1, "dp": 2},
+            "global_batch_size": 4,
+        },
+        network="analytical",
+    )
+    assert m["sequence_length"] == 4 * 8 * 8  # (32/8) x (128/16) x (128/16)
     assert 0 < m["mfu"] < 1 and m["bubble_fraction"] == pytest.approx(0.0, abs=1e-3)
