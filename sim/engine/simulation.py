@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -25,23 +26,106 @@ import simpy
 SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"]
 
 
+REPORT_EVERY = 1 << 10  # events between progress reports of `CountingEnvironment.run`
+
+
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes (for events/s and `events` in
-    summaries): `step` - SimPy's one way to process an event, used by `run` and by the progress
-    bar's loop alike - counts each event it takes off the queue. (An event that stops
-    `run(until=...)` is queued again by SimPy; it counts again if a later `run` processes it.)"""
+    """A SimPy environment that counts the events it processes (`events_processed`, for events/s and
+    `events` in summaries).
+
+    `run` steps the environment in a loop of its own with a local counter, so counting costs no
+    call per event: `run()` runs until no event is left, `run(until=event)` until that event has
+    been processed (its value is returned, its exception raised, as SimPy's `run` does). Only
+    `run(until=time)` goes through SimPy's own `run` (its stop event is scheduled before every
+    other event at that time), counting each `step`. An event that stops `run(until=time)` is queued
+    again by SimPy and counts again if a later `run` processes it."""
 
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
         self.events_processed = 0
 
-    def step(self) -> None:
-        self.events_processed += 1
+    def run(self, until: float | simpy.Event | None = None, report: Callable[[int], None] | None = None):
+        """SimPy's `run`, counting events. `report(n)` (with an event `until` or none), if given, is
+        called after every `REPORT_EVERY` events with n = events processed since its last call, and
+        once at the end (a progress bar's hook)."""
+        if until is not None and not isinstance(until, simpy.Event):
+            return self._run_until_time(until)
+        if until is not None:
+            if until.callbacks is None:  # processed already
+                return until.value
+            until.callbacks.append(_defuse_failure)
+        step = super().step
+        processed = 0
         try:
-            simpy.Environment.step(self)
+            if report is not None:
+                self._run_reporting(step, until, report)
+            elif until is None:
+                while True:
+                    step()
+                    processed += 1
+            else:
+                while until.callbacks is not None:
+                    step()
+                    processed += 1
         except simpy.core.EmptySchedule:
-            self.events_processed -= 1  # nothing was processed
+            if until is not None:
+                raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}') from None
+            return None
+        except simpy.core.StopSimulation as stop:  # env.exit() or a stop callback: the event is queued again
+            return stop.args[0]
+        except BaseException:
+            processed += 1  # a failed event crashed the run: it was processed
             raise
+        finally:
+            self.events_processed += processed
+        if until is None:
+            return None
+        value = until.value
+        if not until.ok:
+            assert isinstance(value, BaseException)
+            raise value
+        return value
+
+    def _run_reporting(
+        self, step: Callable[[], None], until: simpy.Event | None, report: Callable[[int], None]
+    ) -> None:
+        """The stepping loop of `run` with a `report` every REPORT_EVERY events; it adds the events
+        it processed to the count itself (also when EmptySchedule or a failed event ends it)."""
+        since = 0
+        try:
+            while until is None or until.callbacks is not None:
+                step()
+                since += 1
+                if since == REPORT_EVERY:
+                    self.events_processed += since
+                    report(since)
+                    since = 0
+        finally:
+            self.events_processed += since
+            report(since)
+
+    def _run_until_time(self, until: float):
+        base_step = super().step
+
+        def counting_step() -> None:
+            self.events_processed += 1
+            try:
+                base_step()
+            except simpy.core.EmptySchedule:
+                self.events_processed -= 1  # nothing was processed
+                raise
+
+        self.step = counting_step  # type: ignore[method-assign]  # SimPy's run calls self.step
+        try:
+            return super().run(until)
+        finally:
+            del self.step
+
+
+def _defuse_failure(event: simpy.Event) -> None:
+    """A failed `until` event is raised by `run` itself (its own exception, not SimPy's copy)."""
+    if not event.ok:
+        event.defused = True
 
 
 @dataclass

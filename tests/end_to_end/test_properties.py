@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import simpy
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
@@ -679,27 +680,58 @@ def test_jobs_sharing_a_cluster(placement, size, op):
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(0, 5), min_size=1, max_size=40), st.floats(0.01, 50))
 def test_event_count_is_the_number_of_events_processed(delays, stop_at):
-    """`events` in summaries: SimPy's scheduled events less the queued ones equals stepping and counting."""
+    """`events` in summaries: the events the engine counts equal the steps a plain SimPy environment
+    takes for the same processes, run until a time then until an event, or until none is left."""
     from sim.engine.simulation import Simulation
 
+    def proc(env):
+        for d in delays:
+            yield env.timeout(d)
+            env.timeout(d / 2)  # events nobody waits for count too
+        return len(delays)
+
+    def counting_plain_env():
+        plain = simpy.Environment()
+        plain.steps = 0
+        step = plain.step
+
+        def counted_step():
+            plain.steps += plain.peek() < float("inf")  # a step with an event to process
+            step()
+
+        plain.step = counted_step
+        return plain
+
+    plain, sim = counting_plain_env(), Simulation(seed=0)
+    p_plain, p_sim = plain.process(proc(plain)), sim.process(proc(sim.env))
+    plain.run(until=stop_at)
+    sim.env.run(until=stop_at)
+    assert sim.env.events_processed == plain.steps
+    assert sim.env.run(until=p_sim) == plain.run(until=p_plain) == len(delays)
+    assert sim.env.events_processed == plain.steps
+    # (SimPy's own run(until=event) queues the event again to stop; a later run would count it twice)
+    plain, sim = counting_plain_env(), Simulation(seed=0)
+    plain.process(proc(plain))
+    sim.process(proc(sim.env))
+    plain.run()
+    sim.env.run()
+    assert sim.env.events_processed == plain.steps and sim.now == plain.now
+
+
+def test_a_failing_process_raises_its_own_exception_from_run():
+    """run(until=process) raises the process's exception itself (a ScenarioError keeps its key path)."""
+    from sim.engine.simulation import Simulation
+    from sim.errors import ScenarioError
+
     sim = Simulation(seed=0)
-    steps = 0
-    step = sim.env.step
-
-    def counted_step():
-        nonlocal steps
-        steps += 1
-        step()
-
-    sim.env.step = counted_step
 
     def proc():
-        for d in delays:
-            yield sim.timeout(d)
-            sim.timeout(d / 2)  # events nobody waits for count too
+        yield sim.timeout(1)
+        raise ScenarioError("bad", path="workload.x", value=3)
 
     p = sim.process(proc())
-    sim.env.run(until=stop_at)
-    assert sim.env.events_processed == steps
-    sim.env.run(until=p)
-    assert sim.env.events_processed == steps
+    with pytest.raises(ScenarioError) as info:
+        sim.env.run(until=p)
+    assert info.value.path == "workload.x" and sim.env.events_processed == 3
+    with pytest.raises(RuntimeError, match="No scheduled events left"):
+        sim.env.run(until=sim.env.event())
