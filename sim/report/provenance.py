@@ -39,7 +39,7 @@ def spec_profile(section: str, spec, file: str | None, source: str) -> dict:
 
 def profile(scenario) -> dict:
     """The `profile` field of summary.json (see module docstring)."""
-    hw, files = scenario.hardware, getattr(scenario, "_spec_files", None) or {}
+    hw, files = scenario.hardware, scenario.spec_files
     out = spec_profile("device", hw.gpu, files.get("gpu"), hw.gpu.efficiency.source)
     out["nic"] = spec_profile("link", hw.nic, files.get("nic"), hw.nic.source)
     return out

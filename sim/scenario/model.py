@@ -147,6 +147,11 @@ class Scenario(StrictModel):
     _spec_files: dict = PrivateAttr(default_factory=dict)  # provenance: hardware field -> spec file path
 
     @property
+    def spec_files(self) -> dict:
+        """Provenance: hardware field -> the spec file it was loaded from (empty for catalog names)."""
+        return self._spec_files
+
+    @property
     def kind(self) -> str:
         """The workload's kind, or "multi" for several jobs."""
         return "multi" if self.workload is None else self.workload.kind

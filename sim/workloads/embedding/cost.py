@@ -190,10 +190,11 @@ class CostModel:
         """Pooled outputs this shard computes per iteration (samples of the batch it serves)."""
         batch = self.cfg.batch_size_per_gpu
         if shard.scheme == "data_parallel":
-            return batch / self._pooled_dedup()
-        return batch * self.num_gpus / self._pooled_dedup()
+            return batch / self.pooled_dedup()
+        return batch * self.num_gpus / self.pooled_dedup()
 
-    def _pooled_dedup(self) -> float:
+    def pooled_dedup(self) -> float:
+        """How many samples share one pooled output (RecD dedup of the pooled all-to-all; 1: none)."""
         return self.cfg.dedup if self.cfg.dedup_pooled else 1.0
 
     # ---- uncontended time of one GPU's embedding kernel ----------------------------------------
@@ -240,7 +241,7 @@ def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np
     """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     b, d = cfg.batch_size_per_gpu, cfg.dedup
-    pe = model.pooled_bytes / model._pooled_dedup()
+    pe = model.pooled_bytes / model.pooled_dedup()
     inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
     index = np.zeros((w, w))
     pooled = np.zeros((w, w))

@@ -52,7 +52,7 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
             + (LENGTH_BYTES if cfg.dedup > 1 else 0.0)
         )
     )
-    pooled = b * (w - 1) * s.dim * model.pooled_bytes / model._pooled_dedup()
+    pooled = b * (w - 1) * s.dim * model.pooled_bytes / model.pooled_dedup()
     cross = (w - gpn) / (w - 1)
     per_byte = cross / model.hw.nic.achieved_bytes_per_s + (1 - cross) / model.hw.scale_up.achieved_bytes_per_s
     return (index + 2 * pooled) * per_byte
