@@ -21,8 +21,9 @@ Power model (each component: idle power all run long, plus a dynamic part driven
   crossed their NIC during the run (an autoscaler's never-started hosts are not provisioned).
 - Facility overhead: (pue - 1) x IT power.
 
-Exactness: activity is accumulated while the run goes (sim/engine/activity.py observers on the span
-recorder and the network), so energy is exact even when the recorder drops spans past its limit.
+Exactness: activity is accumulated while the run goes (observers on the span recorder and the network:
+sim/engine/activity.py, sim/engine/link_traffic.py, sim/engine/open_intervals.py), so energy is exact
+even when the recorder drops spans past its limit.
 Cost: the observers only buffer what they see (spans, link bytes per interval, transfers' GPUs) and
 fold it in vectorised batches; the report integrates the merged busy intervals once at the end.
 Time series: cluster power per class in up to 16,384 bins, per group (host, pool host, switch)
@@ -46,7 +47,9 @@ import pandas as pd
 from scipy.ndimage import maximum_filter1d, minimum_filter1d
 
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
-from sim.engine.activity import AdaptiveBins, LinkTraffic, OpenIntervals, SpanActivity, union
+from sim.engine.activity import SpanActivity, union
+from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
+from sim.engine.open_intervals import OpenIntervals
 from sim.engine.replay import StepKey
 
 FINE_BINS = 16384

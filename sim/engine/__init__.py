@@ -5,7 +5,9 @@
 - `compute`: device streams (a GPU runs one kernel at a time per stream) and their busy/FLOP counters.
 - `replay`: record once, replay exactly - step keys and the tapes every fast path that repeats
   identical work shares.
-- `activity`: exact busy time, bytes and FLOPs per component, independent of the recorder's cap.
+- `activity`: exact busy time, bytes and FLOPs per component, independent of the recorder's cap;
+  `link_traffic`: the bytes the network moves, binned over time; `open_intervals`: each GPU's open
+  interval of transfers (and exact running extrema within groups).
 - `progress`: driving a run to completion with an optional progress bar.
 - `cost`: `Estimate`, what a run will create counted before it runs, and the per-item costs.
 - `plotting`: the matplotlib backend and helpers every plot shares (`time_scale`, `finish`).

@@ -82,8 +82,8 @@ class Network:
         self.flows_started = 0
         # objects with on_links(t0, t1, link_bytes) / on_subflows(t0, t1, flat, lengths, nbytes) that
         # see every byte moved, and when, and optionally on_flows(srcs, dsts, start_s, finish_s, key) that
-        # sees each transfer's endpoints (and step key) when it completes (sim/engine/activity.py: traffic-
-        # and activity-driven power)
+        # sees each transfer's endpoints (and step key) when it completes (sim/engine/link_traffic.py:
+        # traffic- and activity-driven power)
         self.traffic_observers: list = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]] = {}
         # step key -> (srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once

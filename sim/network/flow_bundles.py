@@ -1,4 +1,4 @@
-"""Storage for the flow network's active flows (sim/network/flow_table.py): growable arrays and bundles.
+"""Storage for the flow network's active flows (sim/network/flow_slots.py): growable arrays and bundles.
 
 - `Growable`: named numpy arrays sharing one length, with spare room, so appending k rows costs
   O(k) amortised.

@@ -130,7 +130,7 @@ class TrafficTape:
         n = self.network
         return np.array([n.flows_started, n.bytes_sent, n.bytes_delivered], dtype=float)
 
-    # ---- the traffic observer interface (sim/engine/activity.py LinkTraffic) ----------------------
+    # ---- the traffic observer interface (sim/engine/link_traffic.py LinkTraffic) -----------------
     def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
         self.calls.append(("on_links", (t0, t1, np.array(link_bytes, dtype=float))))
 

@@ -1,4 +1,5 @@
-"""Power, energy and cost (sim/energy/meter.py, sim/engine/activity.py, hardware_models/power.py).
+"""Power, energy and cost (sim/energy/meter.py, sim/engine/activity.py, sim/engine/link_traffic.py,
+hardware_models/power.py).
 
 Hand-computed schedules use round power figures set through the scenario (inline specs and the
 `hardware.power` block), so every expected joule below is arithmetic on those numbers.
@@ -18,7 +19,8 @@ from hardware_models.topology import HostPool
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import EnergyMeter
 from sim.energy.plots import power_over_time
-from sim.engine.activity import AdaptiveBins, SpanActivity, union
+from sim.engine.activity import SpanActivity, union
+from sim.engine.link_traffic import AdaptiveBins
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
 from sim.runner import run

@@ -1,11 +1,11 @@
-"""The exact running maximum / minimum within groups (sim/engine/activity.py running_within, used by
+"""The exact running maximum / minimum within groups (sim/engine/open_intervals.py running_within, used by
 OpenIntervals.flush) equals pandas' groupby cummax / cummin, the straightforward path."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from sim.engine.activity import running_within
+from sim.engine.open_intervals import running_within
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 300, 5000])

@@ -4,8 +4,8 @@ metrics pinned before it existed) on small cases.
 - Ingestion (sim/workloads/ingestion/pipeline.py): trainer credits granted through a heap of per-worker
   candidates, windowed link bytes counted in bulk. Pinned: metrics of small DLRM (with faults) and
   video-curation runs, recorded with the code before these changes.
-- Energy (sim/engine/activity.py, sim/energy/meter.py): link traffic binned in batches; GPUs' open comm intervals
-  folded in vectorised batches; the end-to-end energy of a run either way.
+- Energy (sim/engine/link_traffic.py, sim/engine/open_intervals.py, sim/energy/meter.py): link traffic binned in
+  batches; GPUs' open comm intervals folded in vectorised batches; the end-to-end energy of a run either way.
 - cp_inference (sim/workloads/cp_inference/replay.py): one recorded layer replayed for the others, against
   simulating every layer (metrics, spans, link table), also where the span recorder fills up midway.
 """
@@ -246,7 +246,7 @@ def _random_traffic(rng, links: int, calls: int):
 
 
 def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
-    from sim.engine.activity import AdaptiveBins
+    from sim.engine.link_traffic import AdaptiveBins
 
     rng = np.random.default_rng(4)
     bins = AdaptiveBins(3, 16)
@@ -264,7 +264,7 @@ def test_adaptive_bins_coarsened_at_once_equal_doubling_one_step_at_a_time():
 
 
 def test_link_traffic_binned_in_batches_equals_binning_every_call():
-    from sim.engine.activity import AdaptiveBins, LinkTraffic
+    from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 
     rng = np.random.default_rng(2)
     links = 40
@@ -290,7 +290,7 @@ def test_link_traffic_binned_in_batches_equals_binning_every_call():
 
 
 def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_turn():
-    from sim.engine.activity import OpenIntervals
+    from sim.engine.open_intervals import OpenIntervals
 
     rng = np.random.default_rng(3)
     n, emitted, expected = 80, [], []

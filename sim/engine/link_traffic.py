@@ -1,0 +1,207 @@
+"""Link traffic binned over time, exactly: the network side of activity accounting (spans: sim/engine/activity.py).
+
+- `LinkTraffic` sees every byte the network moves (`on_links` from the flow backend at each rate
+  update, `on_subflows` from the analytical backend per transfer), weights it per link by sparse
+  coefficients (e.g. joules per byte for the NIC and the switches a link touches) and accumulates
+  the weighted amounts into time bins per row (e.g. per power class and per host). It buffers what
+  it is given and bins it in vectorised batches (`flush()`, also done before results are read):
+  the same amounts per interval and row as binning each call at once, summed in another order
+  (identical within float rounding; tests/workloads/test_workload_fast_paths.py compares both).
+- `AdaptiveBins` holds amounts (e.g. joules) over time in a fixed number of equal bins whose width
+  doubles - adjacent pairs merge - whenever something lands past the end, so any run length fits
+  and the totals stay exact. An amount spread over [t0, t1] is split uniformly over the bins it
+  covers (partial bins directly, whole bins through a running difference array: O(1) per interval).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+MIN_BIN_S = 2.0**-30  # ~1 ns: the initial bin width
+
+
+class AdaptiveBins:
+    """`rows` x `bins` amounts over [0, bins x width_s); the width doubles as time grows."""
+
+    def __init__(self, rows: int, bins: int, width_s: float = MIN_BIN_S) -> None:
+        if bins < 2 or bins % 2:
+            raise ValueError("bins must be an even number >= 2")
+        self.rows, self.bins, self.width_s = rows, bins, width_s
+        self._direct = np.zeros((rows, bins))
+        self._rate = np.zeros((rows, bins + 1))  # difference array of per-bin amounts of whole bins
+
+    def fit(self, t_end: float) -> None:
+        """Coarsen until [0, t_end] lies inside the bins (t_end < bins x width): m doublings of the
+        width merge every 2^m adjacent bins (all of them into the first when 2^m >= bins), at once."""
+        factor = 1
+        while t_end >= self.bins * self.width_s * factor:
+            factor *= 2
+        if factor == 1:
+            return
+        group = min(factor, self.bins)
+        merged = self.values().reshape(self.rows, self.bins // group, group).sum(axis=2)
+        self._direct = np.zeros((self.rows, self.bins))
+        self._direct[:, : self.bins // group] = merged
+        self._rate[:] = 0.0
+        self.width_s *= factor
+
+    def values(self) -> np.ndarray:
+        """rows x bins amounts."""
+        return self._direct + np.cumsum(self._rate, axis=1)[:, : self.bins]
+
+    def spread(self, rows, t0, t1, amounts) -> None:
+        """Add `amounts[i]` to row `rows[i]`, spread uniformly over [t0[i], t1[i]] (a point if equal)."""
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        amounts = np.asarray(amounts, dtype=float).ravel()
+        t0 = np.broadcast_to(np.asarray(t0, dtype=float), amounts.shape)
+        t1 = np.broadcast_to(np.asarray(t1, dtype=float), amounts.shape)
+        keep = amounts != 0
+        if not keep.any():
+            return
+        if not keep.all():
+            rows, amounts, t0, t1 = rows[keep], amounts[keep], t0[keep], t1[keep]
+        self.fit(float(t1.max()))
+        w = self.width_s
+        lo = np.minimum((t0 / w).astype(np.int64), self.bins - 1)
+        hi = np.minimum((t1 / w).astype(np.int64), self.bins - 1)
+        length = t1 - t0
+        point = (hi == lo) | (length <= 0)
+        flat = self._direct.reshape(-1)
+        at = np.flatnonzero(point)  # indices, not masks: one scan for every array taken
+        if len(at):
+            np.add.at(flat, rows[at] * self.bins + lo[at], amounts[at])
+        at = np.flatnonzero(~point)
+        if not len(at):
+            return
+        r, a, b, lo, hi, density = rows[at], t0[at], t1[at], lo[at], hi[at], amounts[at] / length[at]
+        first = np.clip(density * ((lo + 1) * w - a), 0.0, None)
+        last = np.clip(density * (b - hi * w), 0.0, None)
+        np.add.at(flat, r * self.bins + lo, first)
+        np.add.at(flat, r * self.bins + hi, last)
+        at = np.flatnonzero(hi - lo > 1)
+        if len(at):
+            rate = self._rate.reshape(-1)
+            base, whole = r[at] * (self.bins + 1), density[at] * w
+            np.add.at(rate, base + lo[at] + 1, whole)
+            np.add.at(rate, base + hi[at], -whole)
+
+    def spread_interval(self, t0: float, t1: float, amounts_per_row: np.ndarray) -> None:
+        """Add a vector of per-row amounts, all spread over the same [t0, t1]."""
+        rows = np.flatnonzero(amounts_per_row)
+        if len(rows):
+            self.spread(rows, t0, t1, amounts_per_row[rows])
+
+
+class LinkTraffic:
+    """Network observer: link bytes x per-link coefficients, into time bins per row.
+
+    `rows[l, j]` / `coef[l, j]` (links x slots) say that a byte on link l adds `coef[l, j]` to row
+    `rows[l, j]` (slots with coefficient 0 are unused). One `AdaptiveBins` per row set.
+
+    Calls are buffered as they come and binned together once `batch_entries` (link, bytes) entries
+    wait, or on `flush()`: per distinct (interval, row) the weighted bytes are summed, then spread in
+    one call. `batch_entries=0` bins every call at once (the straightforward path, kept for tests).
+    """
+
+    def __init__(
+        self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None, batch_entries: int = 1 << 16
+    ) -> None:
+        self.row_sets = row_sets
+        self.flow_ends = flow_ends  # optional callable(srcs, dsts, start_s, finish_s, step key or None)
+        self.batch_entries = batch_entries
+        self._bytes = 0.0
+        self._chunks: list[tuple] = []
+        self._entries = 0
+
+    @property
+    def bytes(self) -> float:
+        """Bytes x links seen so far."""
+        self.flush()
+        return self._bytes
+
+    def on_flows(
+        self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray, key: Hashable = None
+    ) -> None:
+        if self.flow_ends is not None:
+            self.flow_ends(srcs, dsts, start_s, finish_s, key)
+
+    def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
+        used = np.flatnonzero(link_bytes)
+        if len(used):
+            self._add((t0, t1, used, link_bytes[used], None), len(used))
+
+    def on_subflows(
+        self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
+    ) -> None:
+        """Sub-flow i moves nbytes[i] over its links (flat, by lengths) uniformly during [t0[i], t1[i]]."""
+        if len(flat):  # copies: the network may reuse its arrays
+            self._add(
+                (
+                    np.array(t0, dtype=float),
+                    np.array(t1, dtype=float),
+                    np.array(flat),
+                    np.array(nbytes, dtype=float),
+                    np.array(lengths, dtype=np.int64),
+                ),
+                len(flat),
+            )
+
+    def _add(self, chunk: tuple, entries: int) -> None:
+        self._chunks.append(chunk)
+        self._entries += entries
+        if self._entries >= self.batch_entries:
+            self.flush()
+
+    def flush(self) -> None:
+        """Bin everything buffered."""
+        if not self._chunks:
+            return
+        chunks, self._chunks, self._entries = self._chunks, [], 0
+        links = [c for c in chunks if c[4] is None]  # on_links: one interval, bytes per link
+        subflows = [c for c in chunks if c[4] is not None]  # on_subflows: an interval per sub-flow
+        if links:
+            sizes = np.array([len(c[2]) for c in links])
+            self._bin(
+                np.array([c[0] for c in links], dtype=float),
+                np.array([c[1] for c in links], dtype=float),
+                np.repeat(np.arange(len(links)), sizes),
+                np.concatenate([c[2] for c in links]),
+                np.concatenate([c[3] for c in links]),
+            )
+        if subflows:
+            lengths = np.concatenate([np.asarray(c[4], dtype=np.int64) for c in subflows])
+            t0 = np.concatenate([np.broadcast_to(np.asarray(c[0], dtype=float), np.shape(c[4])) for c in subflows])
+            t1 = np.concatenate([np.broadcast_to(np.asarray(c[1], dtype=float), np.shape(c[4])) for c in subflows])
+            sub = np.repeat(np.arange(len(lengths)), lengths)
+            nbytes = np.concatenate([np.asarray(c[3], dtype=float) for c in subflows])
+            self._bin(t0, t1, sub, np.concatenate([c[2] for c in subflows]), nbytes[sub])
+
+    def _bin(
+        self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray
+    ) -> None:
+        """Entry i moves entry_bytes[i] over link flat[i] uniformly during interval interval[i]
+        ([t0, t1] of it): weighted sums per distinct (timing, row), spread into the bins."""
+        self._bytes += float(entry_bytes.sum())
+        # intervals of equal timing (sub-flows of one transfer, mostly) are binned together
+        u0, i0 = np.unique(t0, return_inverse=True)
+        u1, i1 = np.unique(t1, return_inverse=True)
+        pairs, pair_of = np.unique(i0.ravel() * len(u1) + i1.ravel(), return_inverse=True)
+        starts, ends = u0[pairs // len(u1)], u1[pairs % len(u1)]
+        interval = pair_of.ravel()[interval]
+        for rows, coef, bins in self.row_sets:
+            r, c = (
+                np.take(rows, flat, axis=0),
+                np.take(coef, flat, axis=0) * entry_bytes[:, None],
+            )  # take: ~5x rows[flat]
+            code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
+            if len(pairs) * bins.rows <= 4 * len(code) + 4096:
+                sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)
+                codes = np.flatnonzero(sums)
+                sums = sums[codes]
+            else:
+                codes, inverse = np.unique(code, return_inverse=True)
+                sums = np.bincount(inverse.ravel(), c.ravel(), minlength=len(codes))
+            k = codes // bins.rows
+            bins.spread(codes % bins.rows, starts[k], ends[k], sums)

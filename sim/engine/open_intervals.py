@@ -1,0 +1,152 @@
+"""GPUs' open comm intervals, folded in vectorised batches with exact running extrema.
+
+- `OpenIntervals` keeps, per GPU, the interval during which it takes part in transfers
+  (sim/energy/meter.py feeds it each transfer's endpoints; it hands closed intervals to a
+  `SpanActivity`, sim/engine/activity.py).
+- `running_within` is the running maximum or minimum of values within each run of an ascending
+  group, exact (values become ranks, offset per group, accumulated in integers): what folding the
+  buffered transfers per GPU in call order needs.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+
+class OpenIntervals:
+    """Per row (a GPU): the open interval during which it takes part in transfers.
+
+    A transfer makes its rows busy from `start_s` until `end_s`. One that starts no later than the
+    row's open interval ends (within 1e-12 relative) joins it: the interval spans both (transfers
+    are seen when they end, so one that started earlier can arrive after a later one); otherwise the
+    open interval is closed - handed to `emit(rows, starts, ends)` - and a new one opened, so
+    back-to-back steps of a collective keep one interval per GPU. Emitted intervals of a row may
+    overlap (their union is what counts). Transfers with few rows (`add`) are buffered
+    and folded in vectorised batches; ones with many (`add_many`) are folded at once, after the
+    buffer. Either way the intervals are those of folding every transfer in turn, in call order
+    (tests/workloads/test_workload_fast_paths.py holds it to that).
+    """
+
+    def __init__(self, rows: int, emit, batch: int = 1 << 16) -> None:
+        self._start = np.zeros(rows)
+        self._end = np.full(rows, -np.inf)
+        self.emit = emit
+        self._batch = batch
+        self._rows, self._counts = array("q"), array("q")
+        self._starts, self._ends = array("d"), array("d")
+        # (rows array, end, latest start): those rows' open intervals all end at `end`, not yet
+        # written to _end, and start no later than `latest start` (a ring collective's steps, back
+        # to back on the same GPUs, extend it in O(1) each)
+        self._uniform: tuple[np.ndarray, float, float] | None = None
+
+    @property
+    def start(self) -> np.ndarray:
+        self._settle()
+        return self._start
+
+    @property
+    def end(self) -> np.ndarray:
+        self._settle()
+        return self._end
+
+    def _settle(self) -> None:
+        if self._uniform is not None:
+            rows, end, _ = self._uniform
+            self._uniform = None
+            self._end[rows] = end
+
+    def add(self, rows: list[int], start_s: float, end_s: float) -> None:
+        """Distinct `rows` busy over [start_s, end_s] (buffered)."""
+        self._settle()
+        self._rows.extend(rows)
+        self._counts.append(len(rows))
+        self._starts.append(start_s)
+        self._ends.append(end_s)
+        if len(self._rows) >= self._batch:
+            self.flush()
+
+    def add_many(self, rows: np.ndarray, start_s: float, end_s: float) -> None:
+        """Distinct `rows` (an array) busy over [start_s, end_s], folded now."""
+        self.flush()
+        if self._uniform is not None and self._uniform[0] is rows:
+            _, end, latest_start = self._uniform  # every row's open end
+            if start_s > end * (1 + 1e-12) + 1e-15:
+                if end != -np.inf:
+                    self.emit(rows, self._start[rows], np.full(len(rows), end))
+                self._start[rows] = start_s
+                latest_start = start_s
+            elif start_s < latest_start:  # joins, starting earlier
+                self._start[rows] = np.minimum(self._start[rows], start_s)
+                latest_start = float(self._start[rows].max())
+            self._uniform = (rows, max(end, end_s), latest_start)
+            return
+        self._settle()
+        open_end = self._end[rows]
+        fresh = start_s > open_end * (1 + 1e-12) + 1e-15  # does not continue the open interval
+        closing = rows[fresh & np.isfinite(open_end)]
+        if len(closing):
+            self.emit(closing, self._start[closing], self._end[closing])
+        self._start[rows] = np.where(fresh, start_s, np.minimum(self._start[rows], start_s))
+        new_end = np.maximum(open_end, end_s)
+        self._end[rows] = new_end
+        if len(rows) > 64 and (new_end == end_s).all():
+            self._uniform = (rows, end_s, float(self._start[rows].max()))
+
+    def flush(self) -> None:
+        """Fold the buffered transfers, per row in call order: a row's open interval ends at the
+        running maximum of its transfers' ends; a transfer starting past it closes it."""
+        if not len(self._counts):
+            return
+        self._settle()
+        counts = np.frombuffer(self._counts, dtype=np.int64)
+        row = np.frombuffer(self._rows, dtype=np.int64)
+        order = np.argsort(row, kind="stable")  # per row, in call order
+        r = row[order]
+        s = np.repeat(np.frombuffer(self._starts), counts)[order]
+        e = np.repeat(np.frombuffer(self._ends), counts)[order]
+        self._rows, self._counts, self._starts, self._ends = array("q"), array("q"), array("d"), array("d")
+        first = np.r_[True, r[1:] != r[:-1]]
+        last = np.r_[first[1:], True]
+        group = np.cumsum(first) - 1
+        uniq = r[first]
+        init_start, init_end = self._start[uniq][group], self._end[uniq][group]
+        running = running_within(np.maximum, e, group)  # max of ends up to here
+        before = np.r_[-np.inf, running[:-1]]
+        before[first] = -np.inf
+        before = np.maximum(before, init_end)  # open end before this transfer
+        fresh = s > before * (1 + 1e-12) + 1e-15
+        # open start after this transfer: the earliest start since the interval opened (a fresh
+        # transfer opens one; a row's first transfer that joins continues the initial one)
+        joins_initial = first & ~fresh
+        earliest = np.where(joins_initial, np.minimum(s, init_start), s)
+        after = running_within(np.minimum, earliest, np.cumsum(fresh | first))
+        start_before = np.r_[0.0, after[:-1]]
+        start_before[first] = init_start[first]
+        closing = fresh & np.isfinite(before)
+        if closing.any():
+            self.emit(r[closing], start_before[closing], before[closing])
+        self._start[uniq] = after[last]
+        self._end[uniq] = np.maximum(init_end[last], running[last])
+
+    def close(self) -> None:
+        """Close every open interval (end of the run)."""
+        self.flush()
+        self._settle()
+        rows = np.flatnonzero(np.isfinite(self._end))
+        if len(rows):
+            self.emit(rows, self._start[rows], self._end[rows])
+        self._end[:] = -np.inf
+
+
+def running_within(op, values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum (op = np.maximum) or minimum (np.minimum) of `values` within each run of an
+    ascending `group`, exactly: values become their ranks, offset per group so that one group's
+    ranks never reach into the next one's, then accumulate in integers and map back."""
+    if not len(values):
+        return np.zeros(0)
+    uniq, rank = np.unique(values, return_inverse=True)
+    g = np.asarray(group, dtype=np.int64) - int(group[0])
+    offset = (g if op is np.maximum else g[-1] - g) * len(uniq)
+    return uniq[op.accumulate(offset + rank.ravel()) - offset]
