@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hardware_models.topology import HostPool, Topology, build_topology
+from hardware_models.topology import HostPool, Topology
+from hardware_models.topology_builders import build_topology
 from sim.cluster.stragglers import apply_stragglers
 from sim.engine.compute import Device
 from sim.engine.simulation import Simulation

@@ -33,7 +33,8 @@ from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
 from hardware_models.power import SitePower
 from hardware_models.strict import StrictModel
-from hardware_models.topology import TopologySpec, check_shape
+from hardware_models.topology import TopologySpec
+from hardware_models.topology_builders import check_shape
 from sim.cluster.stragglers import Straggler, check_stragglers
 from sim.errors import ScenarioError
 from sim.scenario.jobs import JobConfig, check_jobs

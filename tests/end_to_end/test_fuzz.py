@@ -116,7 +116,7 @@ def test_spec_file_with_invalid_yaml(tmp_path):
     ],
 )
 def test_graphml_files(tmp_path, text, match):
-    """hardware_models/topology.py `_graph_file`: XML parse errors and edge-less graphs crashed the
+    """hardware_models/topology_builders.py `_graph_file`: XML parse errors and edge-less graphs crashed the
     build (ParseError; ZeroDivisionError placing pool hosts); now ValueErrors -> one-line errors."""
     (tmp_path / "g.graphml").write_text(text)
     sc = scenario_from_dict(tiny(tmp_path, topology={"kind": "graph", "file": str(tmp_path / "g.graphml")}))
@@ -133,7 +133,7 @@ def test_graphml_files(tmp_path, text, match):
     ],
 )
 def test_edge_list_files(tmp_path, edges, match):
-    """hardware_models/topology.py `_graph_file`: disconnected fabrics crashed at the first route,
+    """hardware_models/topology_builders.py `_graph_file`: disconnected fabrics crashed at the first route,
     negative bandwidths and self-loops were accepted; all are load-time one-line errors now."""
     (tmp_path / "g.txt").write_text(edges)
     sc = scenario_from_dict(tiny(tmp_path, topology={"kind": "graph", "file": str(tmp_path / "g.txt")}))
@@ -183,7 +183,7 @@ def test_trace_page_ids_beyond_int64(tmp_path):
 
 
 def test_a_huge_cluster_is_rejected_cheaply_at_load():
-    """hardware_models/topology.py `check_shape` built one range per leaf/ToR to check divisibility:
+    """hardware_models/topology_builders.py `check_shape` built one range per leaf/ToR to check divisibility:
     nodes x 10^6 ran out of memory while loading (MemoryError); it is arithmetic now, and
     sim/scenario/model.py caps nodes (10^6) and gpus_per_node (4096) so load-time checks stay cheap:
     nothing per node is allocated (the time it takes is measured by benchmarks/cheap_checks.py)."""
