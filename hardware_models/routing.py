@@ -29,19 +29,21 @@ class RoutedFlows:
 class BatchRouter:
     def __init__(self, topology) -> None:
         self.topo = topology
-        endpoints = sorted(topology._first_hop)
+        endpoints = topology.endpoints()
         self.index = {name: i for i, name in enumerate(endpoints)}
-        edge = topology._edge_id
-        switches = sorted({topology._first_hop[e] for e in endpoints})
+        first_hop = [topology.first_hop(e) for e in endpoints]
+        switches = sorted(set(first_hop))
         self.switches = switches
         sw_index = {s: i for i, s in enumerate(switches)}
-        self.up = np.array([edge[(e, topology._first_hop[e])] for e in endpoints], dtype=np.int64)
-        self.down = np.array([edge[(topology._first_hop[e], e)] for e in endpoints], dtype=np.int64)
-        self.switch = np.array([sw_index[topology._first_hop[e]] for e in endpoints], dtype=np.int64)
-        hosts = [topology._host_of.get(e, -1) for e in endpoints]
+        self.up = np.array([topology.link_id(e, s) for e, s in zip(endpoints, first_hop)], dtype=np.int64)
+        self.down = np.array([topology.link_id(s, e) for e, s in zip(endpoints, first_hop)], dtype=np.int64)
+        self.switch = np.array([sw_index[s] for s in first_hop], dtype=np.int64)
+        hosts = [-1 if (h := topology.host_of(e)) is None else h for e in endpoints]
         self.host = np.array(hosts, dtype=np.int64)
-        self.nvs_up = np.array([edge.get((e, f"h{h}/nvs"), -1) for e, h in zip(endpoints, hosts)], dtype=np.int64)
-        self.nvs_down = np.array([edge.get((f"h{h}/nvs", e), -1) for e, h in zip(endpoints, hosts)], dtype=np.int64)
+        self.nvs_up = np.array([topology.link_id_or(e, f"h{h}/nvs") for e, h in zip(endpoints, hosts)], dtype=np.int64)
+        self.nvs_down = np.array(
+            [topology.link_id_or(f"h{h}/nvs", e) for e, h in zip(endpoints, hosts)], dtype=np.int64
+        )
         self._pair_paths: dict[int, tuple[int, int]] = {}  # switch pair key -> (first path id, count)
         self._paths: list[tuple[int, ...]] = []
         self._table: tuple[np.ndarray, np.ndarray] | None = None
@@ -50,7 +52,7 @@ class BatchRouter:
         if key not in self._pair_paths:
             n = len(self.switches)
             a, b = self.switches[key // n], self.switches[key % n]
-            paths = self.topo._between_switches(a, b)
+            paths = self.topo.switch_paths(a, b)
             self._pair_paths[key] = (len(self._paths), len(paths))
             self._paths.extend(paths)
         return self._pair_paths[key]

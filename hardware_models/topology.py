@@ -143,8 +143,16 @@ class Topology:
         """The switch an endpoint's (device's, pool host's) NIC links to; None for other nodes."""
         return self._first_hop.get(endpoint)
 
+    def endpoints(self) -> list[str]:
+        """Every endpoint (device, pool host) with a first-hop switch, sorted by name."""
+        return sorted(self._first_hop)
+
     def link_id(self, src: str, dst: str) -> int:
         return self._edge_id[(src, dst)]
+
+    def link_id_or(self, src: str, dst: str, missing: int = -1) -> int:
+        """The id of the link src -> dst, or `missing` where there is none."""
+        return self._edge_id.get((src, dst), missing)
 
     def has_link(self, src: str, dst: str) -> bool:
         """Whether a directed link src -> dst exists (names as in `link_name`)."""
@@ -178,7 +186,7 @@ class Topology:
             return [(self._edge_id[(src, nvs)], self._edge_id[(nvs, dst)])]
         s_sw, d_sw = self._first_hop[src], self._first_hop[dst]
         up, down = self._edge_id[(src, s_sw)], self._edge_id[(d_sw, dst)]
-        return [(up, *middle, down) for middle in self._between_switches(s_sw, d_sw)]
+        return [(up, *middle, down) for middle in self.switch_paths(s_sw, d_sw)]
 
     def path_latency_s(self, path: tuple[int, ...]) -> float:
         return float(self.latency[list(path)].sum()) if path else 0.0
@@ -233,7 +241,8 @@ class Topology:
                 return None
         return [links for _, links in paths]
 
-    def _between_switches(self, a: str, b: str) -> list[tuple[int, ...]]:
+    def switch_paths(self, a: str, b: str) -> list[tuple[int, ...]]:
+        """The equal-cost paths between switches a and b (up to `max_paths`), each a tuple of link ids; cached."""
         key = (a, b)
         if key not in self._switch_paths:
             paths: list[tuple[int, ...]] | None

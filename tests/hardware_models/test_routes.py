@@ -34,7 +34,7 @@ def test_switch_paths_are_networkx_shortest_paths(hardware):
     topo = make_cluster(**hardware).topology
     switches = list(topo._switch_graph.nodes)
     for a, b in itertools.permutations(switches, 2):
-        assert topo._between_switches(a, b) == networkx_paths(topo, a, b), (a, b)
+        assert topo.switch_paths(a, b) == networkx_paths(topo, a, b), (a, b)
 
 
 @pytest.mark.parametrize("hardware", TOPOLOGIES, ids=lambda h: h["topology"]["kind"])
@@ -53,5 +53,5 @@ def test_more_paths_than_max_paths_fall_back_to_networkx_first_ones():
     topo = make_cluster(nodes=16, gpus_per_node=1, topology={"kind": "torus", "dims": [4, 4], "max_paths": 3}).topology
     a, b = "r0", "r10"  # two hops in each dimension: 6 shortest paths
     assert topo._few_shortest_paths(a, b) is None
-    assert len(topo._between_switches(a, b)) == 3
-    assert set(topo._between_switches(a, b)) <= set(networkx_paths(topo, a, b))
+    assert len(topo.switch_paths(a, b)) == 3
+    assert set(topo.switch_paths(a, b)) <= set(networkx_paths(topo, a, b))
