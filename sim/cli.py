@@ -22,35 +22,6 @@ from sim.errors import ScenarioError
 EXIT_USAGE = 2
 
 
-def _table(title: str, rows: list[tuple[str, str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, show_header=True, header_style="bold")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for k, v in rows:
-        table.add_row(k, v)
-    Console().print(table)
-
-
-def _fmt(key: str, value) -> str:
-    from hardware_models.units import format_bytes, format_rate, format_seconds
-
-    if isinstance(value, float):
-        if key.endswith("_bytes_per_s"):
-            return format_rate(value)
-        if key.endswith("_bytes") or key == "bytes":
-            return format_bytes(value)
-        if key.endswith("_s") and not key.endswith("_per_s"):
-            return format_seconds(value)
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        text = json.dumps(value)
-        return text if len(text) < 60 else f"({len(value)} entries)"
-    return str(value)
-
-
 def cmd_run(args) -> int:
     from sim.runner import run
     from sim.scenario.model import load_scenario
@@ -76,45 +47,12 @@ def cmd_run(args) -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    metrics = dict(result.metrics)
-    jobs = metrics.pop("jobs", None) if scenario.workloads is not None else None  # several jobs: one row each
-    rows = [(f"{j}.{k}", _fmt(k, v)) for j, m in (jobs or {}).items() for k, v in m.items()]
-    rows += [(k, _fmt(k, v)) for k, v in metrics.items()]
-    rows += [
-        ("sim_time_s", _fmt("sim_time_s", result.sim_time_s)),
-        ("wall_s", f"{result.wall_s:.3f} s"),
-        ("events", str(result.events)),
-    ]
-    from sim.report.bottleneck import summary_rows
+    from sim.report.table import print_run
 
-    rows += summary_rows(result.bottleneck)
-    _table(f"{scenario.name} ({scenario.kind})", rows)
-    if args.links:
-        _links_table(result.links, args.links)
+    print_run(result, links_top=args.links)
     if args.out:
         print(f"results written to {args.out}")
     return 0
-
-
-def _links_table(links, top: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from hardware_models.units import format_bytes, format_rate, format_seconds
-
-    table = Table(title=f"busiest {top} links", header_style="bold")
-    for col in ("link", "kind", "capacity", "bytes", "busy", "utilisation"):
-        table.add_column(col, justify="left" if col in ("link", "kind") else "right")
-    for row in links.sort_values(["utilisation", "link"], ascending=[False, True]).head(top).itertuples():
-        table.add_row(
-            row.link,
-            row.kind,
-            format_rate(row.capacity_bytes_per_s),
-            format_bytes(row.bytes),
-            format_seconds(row.busy_s),
-            f"{row.utilisation:.1%}",
-        )
-    Console().print(table)
 
 
 def cmd_sweep(args) -> int:
