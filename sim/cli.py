@@ -6,6 +6,7 @@
     dcsim schema
     dcsim hw list | dcsim hw show NAME
     dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
+                   [--measured FILE [--scenario S.yaml]]
     dcsim sweep SCENARIO.yaml --grid k=v1,v2 [--zip k=v1,v2] [--workers N | --dask ADDRESS] --out DIR
 
 User errors (bad YAML, unknown keys, bad units, impossible values) print one line and exit 2.
@@ -222,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print exactly one JSON object")
     v.add_argument("--out", help="directory for records, profiles, scenarios, report and scatter.png")
     v.add_argument("--compare", metavar="RECORDS", help="records file/folder measured elsewhere: compare, no measuring")
+    v.add_argument(
+        "--measured",
+        metavar="FILE",
+        help="a run you measured (torch.profiler trace JSON, nccl-tests output or CSV): compare it with the prediction",
+    )
+    v.add_argument("--scenario", metavar="SCENARIO.yaml", help="with --measured: the scenario that predicts that run")
     v.set_defaults(func=cmd_validate)
     return p
 
