@@ -5,9 +5,10 @@ A scenario is inert, validated data: `Scenario.hardware` (catalog names, paths o
 resolved into frozen hardware specs at load time) and `Scenario.workload` (a discriminated union
 on `kind`; each registered workload kind contributes its `config_class`, see sim/workloads/__init__.py).
 
-`load_scenario(path, overrides)` reads YAML with the safe loader, applies `key.path=value`
-overrides (values parsed as YAML, list indices allowed), validates, runs each workload's
-cross-checks against the hardware, and turns every failure into a one-line `ScenarioError`.
+`load_scenario(path, overrides)` reads YAML with the safe loader (YAML 1.2 booleans, so `off` stays
+a word: sim/scenario/yaml_text.py), applies `key.path=value` overrides (values parsed the same way,
+list indices allowed), validates, runs each workload's cross-checks against the hardware, and turns
+every failure into a one-line `ScenarioError`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from hardware_models.topology_builders import check_shape
 from sim.cluster.stragglers import Straggler, check_stragglers
 from sim.errors import ScenarioError
 from sim.scenario.jobs import JobConfig, check_jobs
+from sim.scenario.yaml_text import load_yaml
 from sim.workloads import WorkloadConfig
 
 
@@ -188,7 +190,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not p for p in parts):
         raise ScenarioError("expected key.path=value with a non-empty dotted key", path="--set", value=text)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return parts, value
@@ -228,7 +230,7 @@ def read_yaml(path: str | Path) -> Any:
         raise ScenarioError("file not found", file=str(path))
     try:
         with open(p) as f:
-            return yaml.safe_load(f)
+            return load_yaml(f)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"

@@ -48,6 +48,7 @@ import yaml
 from sim.errors import ScenarioError
 from sim.report.output import atomic_path, write_json
 from sim.scenario.model import apply_override, parse_override, read_yaml
+from sim.scenario.yaml_text import load_yaml
 
 FIXED_COLUMNS = ("point", "overrides", "status", "error", "wall_s", "sim_time_s", "events")
 TABLE_FLUSH_INTERVAL_S = 1.0
@@ -66,7 +67,7 @@ def parse_axis(text: str, flag: str = "--grid") -> tuple[str, list[Any]]:
         raise ScenarioError(err.message, path=flag, value=text) from None
     raw = text.partition("=")[2]
     try:
-        values = yaml.safe_load(f"[{raw}]")
+        values = load_yaml(f"[{raw}]")
     except yaml.YAMLError:
         raise ScenarioError(
             "values must be a comma-separated YAML list, e.g. key=1,2 or key='64 MiB','1 GiB'", path=flag, value=text
