@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, check_output_dir
 
 EXIT_USAGE = 2
 
@@ -28,6 +28,8 @@ def cmd_run(args) -> int:
     from sim.scenario.model import load_scenario
 
     scenario = load_scenario(args.scenario, args.set)
+    if args.out:
+        check_output_dir(args.out)  # before the run: a long run must not end unable to write
     from sim.engine.progress import progress_enabled
     from sim.scenario.estimate import DEFAULT_LIMITS
 

@@ -24,6 +24,9 @@ Concepts
   `DIR/results.csv`. Columns: `point`, each swept key, `overrides` (JSON), `status`, `error`,
   `wall_s`, `sim_time_s`, `events`, then the metrics with nested dicts flattened to dotted names
   (`jobs.a.time_s`) and lists as JSON strings.
+- exit status of `dcsim sweep`: 0 when every point is ok; 1 when any point failed (after the table
+  is written and the failures are counted on stderr); 2 for bad arguments or an unwritable `--out`,
+  checked before any point runs.
 - executors (sim/studies/executors.py): in-process, a local process pool or a dask.distributed cluster;
   which one ran a point does not change its row (except `wall_s`).
 """
@@ -45,7 +48,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from sim.errors import ScenarioError
+from sim.errors import ScenarioError, check_output_dir
 from sim.report.output import atomic_path, write_json
 from sim.scenario.model import apply_override, parse_override, read_yaml
 from sim.scenario.yaml_text import load_yaml
@@ -53,6 +56,7 @@ from sim.scenario.yaml_text import load_yaml
 FIXED_COLUMNS = ("point", "overrides", "status", "error", "wall_s", "sim_time_s", "events")
 TABLE_FLUSH_INTERVAL_S = 1.0
 MAX_FLATTENED_DICT_KEYS = 32  # a metric dict wider than this stays one JSON column
+EXIT_POINTS_FAILED = 1  # `dcsim sweep` when any point ended with an error (bad arguments: 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,6 +360,7 @@ def run_sweep(
 
     start = time.perf_counter()
     tasks = plan_sweep(scenario, grid, zipped, fixed)
+    check_output_dir(out_dir)  # before any point runs
     keys = list(dict.fromkeys(k for t in tasks for k in t.overrides))
     store = SweepStore(out_dir)
     write_json(
@@ -456,4 +461,11 @@ def sweep_command(args) -> int:
         print(result.report())
         for path in written:
             print(f"plot: {path}")
+    if result.failed:  # the table is written; the exit code tells scripts that not every point ran
+        print(
+            f"dcsim sweep: {result.failed} of {result.points} points failed (status 'error' in "
+            f"{result.out_dir / 'results.csv'}; rerun with --retry-failed after fixing)",
+            file=sys.stderr,
+        )
+        return EXIT_POINTS_FAILED
     return 0

@@ -81,3 +81,71 @@ def test_true_and_false_stay_booleans_and_other_words_are_refused_with_the_allow
     code, _, err = cli("check", write(tmp_path, TINY_TRAINING.replace("REPLAY", "yes")))
     line = one_line_error(err)
     assert code == 2 and "workload.simulate.replay" in line and "'on'" in line and "'off'" in line
+
+
+# ---- --out is checked before the run ------------------------------------------------------------
+
+
+def _unwritable_places(tmp_path) -> list[tuple[str, str]]:
+    """(an --out that cannot be written, what the error says): an existing file, a path under a
+    file, and (when the file system refuses this user) a read-only directory."""
+    afile = tmp_path / "results.txt"
+    afile.write_text("not a directory")
+    places = [(str(afile), "is not a directory"), (str(afile / "run1"), "is not a directory")]
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        (locked / "probe").touch()  # root writes anyway: then this case says nothing
+    except PermissionError:
+        places.append((str(locked / "run1"), "cannot write"))
+    return places
+
+
+def test_run_out_to_a_file_or_an_unwritable_place_is_one_line_before_the_run(tmp_path, monkeypatch):
+    import sim.runner
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("the run started before --out was checked")
+
+    monkeypatch.setattr(sim.runner, "run", no_run)
+    for out, says in _unwritable_places(tmp_path):
+        code, stdout, err = cli("run", ALLREDUCE, "--out", out)
+        line = one_line_error(err)
+        assert code == 2 and stdout == "" and "--out" in line and says in line
+
+
+def test_sweep_out_to_a_file_or_an_unwritable_place_is_one_line_before_any_point(tmp_path, monkeypatch):
+    import sim.studies.sweep
+
+    def no_point(task):
+        raise AssertionError("a point ran before --out was checked")
+
+    monkeypatch.setattr(sim.studies.sweep, "run_point", no_point)
+    for out, says in _unwritable_places(tmp_path):
+        code, _, err = cli("sweep", ALLREDUCE, "--grid", "workload.bytes=1MiB", "--workers", "1", "--out", out)
+        line = one_line_error(err)
+        assert code == 2 and "--out" in line and says in line
+
+
+def test_run_out_to_a_new_nested_directory_still_works(tmp_path):
+    code, out, _ = cli("run", ALLREDUCE, "--out", str(tmp_path / "a" / "b"))
+    assert code == 0 and (tmp_path / "a" / "b" / "summary.json").is_file()
+
+
+# ---- a sweep with failed points exits non-zero ----------------------------------------------------
+
+
+def test_sweep_exits_non_zero_when_a_point_failed_after_writing_the_table(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "sweep"
+    code, stdout, err = cli("sweep", ALLREDUCE, "--grid", "workload.bytes=1MiB,-5", "--workers", "1", "--out", str(out))
+    assert code == 1
+    assert "2 points: 1 ok, 1 failed" in stdout
+    assert "1 of 2 points failed" in err and "Traceback" not in err
+    table = pd.read_csv(out / "results.csv")
+    assert sorted(table["status"]) == ["error", "ok"]
+    code, _, _ = cli(
+        "sweep", ALLREDUCE, "--grid", "workload.bytes=1MiB", "--workers", "1", "--out", str(tmp_path / "b")
+    )
+    assert code == 0
