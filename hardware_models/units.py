@@ -102,3 +102,11 @@ def format_seconds(s: float) -> str:
         if abs(s) >= scale:
             return f"{s / scale:.4g} {unit}"
     return f"{s:.3g} s"
+
+
+def format_duration(s: float) -> str:
+    """A length of time for people: 0.2 s, 12.3 s, 4.5 min, 2.1 h, 3.2 d (below a second: ms, us, ns)."""
+    for unit, scale in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if abs(s) >= scale * (2 if unit != "d" else 1):
+            return f"{s / scale:.2g} {unit}"
+    return format_seconds(float(f"{s:.2g}"))

@@ -75,7 +75,7 @@ def cmd_check(args) -> int:
 
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
-    from sim.scenario.estimate import enforce
+    from sim.scenario.estimate import enforce, estimate_lines
 
     try:
         est = enforce(scenario)  # exit 2 with the estimate if `run` would refuse it
@@ -85,7 +85,7 @@ def cmd_check(args) -> int:
         f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
         f"network {scenario.network_model} ({hw.topology.kind})"
     )
-    for line in est.lines():
+    for line in estimate_lines(est):
         print(line)
     return 0
 

@@ -14,6 +14,9 @@ layer plan, ...); this module adds what every run has:
 - several jobs (`workloads:`): the sum over jobs, run twice (together and each alone), their flows
   at once adding up.
 
+`wall_time_s` turns an estimate into seconds of wall time from rates measured on the shipped
+scenarios (see the constants); `dcsim check` prints it beside events and flows.
+
 `Limits` are what `run` refuses up front (memory, events, simulated flows); `enforce` raises a
 one-line ScenarioError with the estimate and the kind's hint (or "a smaller cluster" when the
 topology dominates the memory).
@@ -23,13 +26,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hardware_models.units import format_bytes
+from hardware_models.units import format_bytes, format_duration
 from sim.engine.cost import BYTES_PER_LINK, Estimate
 from sim.errors import ScenarioError
 from sim.scenario.jobs import job_host_pools, place_jobs, sub_hardware
 from sim.workloads import workload_for
 
 GIB = 2.0**30
+# Wall time of a run, measured on the 34 shipped scenarios (`dcsim run --json`: wall_s / events, one
+# process on a 2-core machine that may have been loaded): the median is ~55 us per processed event
+# (15-130 us for 30 of them; 200-600 us in runs of a few hundred events, where building dominates,
+# and in tiered_memory, whose epochs do numpy work per event). Building the cluster adds ~3 us per
+# directed link (the 16K-GPU clos3, 107K links: ~0.3 s). Good to a factor of a few, not better.
+EVENTS_PER_S = 1.8e4
+BUILD_S_PER_LINK = 3e-6
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,17 @@ def enforce(scenario, limits: Limits | None = DEFAULT_LIMITS) -> Estimate:
             path=path,
         )
     return est
+
+
+def wall_time_s(est: Estimate) -> float:
+    """Seconds of wall time a run of this estimate takes, about (see EVENTS_PER_S)."""
+    return est.events / EVENTS_PER_S + est.links * BUILD_S_PER_LINK
+
+
+def estimate_lines(est: Estimate) -> list[str]:
+    """What `dcsim check` prints: the estimate with its wall time first."""
+    first, *rest = est.lines()
+    return [f"estimate: ~{format_duration(wall_time_s(est))} wall time, {first.removeprefix('estimate: ')}", *rest]
 
 
 def topology_links(hw, pools=()) -> float:

@@ -149,3 +149,53 @@ def test_sweep_exits_non_zero_when_a_point_failed_after_writing_the_table(tmp_pa
         "sweep", ALLREDUCE, "--grid", "workload.bytes=1MiB", "--workers", "1", "--out", str(tmp_path / "b")
     )
     assert code == 0
+
+
+# ---- dcsim check: the estimate of events is within 10x of the events a run processes ---------------
+
+CHEAP_SCENARIOS = [  # a fraction of a second each; every kind's estimator is covered by the slow test
+    "allreduce-2x8-h100.yaml",
+    "cp-405b-rdma-128k.yaml",  # exact layer replay: one layer of 126 simulated
+    "cp-8b-h200-4hosts-1m.yaml",
+    "train-moviegen-30b-video-dit-1024-gpus.yaml",
+]
+
+
+def _estimate_vs_run(path: Path) -> tuple[float, int]:
+    from sim.runner import run
+    from sim.scenario.estimate import estimate
+
+    scenario = load_scenario(path)
+    return estimate(scenario).events, run(scenario, limits=None).events
+
+
+def _within_10x(estimated: float, events: int) -> bool:
+    return events > 0 and 0.1 <= estimated / events <= 10.0
+
+
+@pytest.mark.parametrize("name", CHEAP_SCENARIOS)
+def test_estimated_events_are_within_10x_of_a_run_on_small_scenarios(name):
+    estimated, events = _estimate_vs_run(ROOT / "scenarios" / name)
+    assert _within_10x(estimated, events), f"estimated {estimated:.3g} events, the run processed {events}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_estimated_events_are_within_10x_of_a_run_on_every_shipped_scenario(path):
+    estimated, events = _estimate_vs_run(path)
+    assert _within_10x(estimated, events), f"estimated {estimated:.3g} events, the run processed {events}"
+
+
+def test_check_prints_a_wall_time_beside_events_and_flows():
+    code, out, _ = cli("check", str(ROOT / "scenarios" / "cp-405b-rdma-128k.yaml"))
+    line = next(x for x in out.splitlines() if x.startswith("estimate:"))
+    assert code == 0 and "wall time" in line and " events" in line and " flows" in line
+    assert any(f" {unit} wall time" in line for unit in ("ns", "us", "ms", "s", "min", "h", "d"))
+
+
+def test_wall_time_grows_with_events_and_links():
+    from sim.engine.cost import Estimate
+    from sim.scenario.estimate import EVENTS_PER_S, wall_time_s
+
+    assert wall_time_s(Estimate(events=EVENTS_PER_S)) == pytest.approx(1.0)
+    assert wall_time_s(Estimate(events=EVENTS_PER_S, links=1e5)) > 1.0

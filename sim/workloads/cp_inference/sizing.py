@@ -2,6 +2,11 @@
 layer from the layer plan (sim/workloads/cp_inference/plan.py) x simulated layers x simulated CP
 ranks x phases (one prefill + one per decode token per request). With `ring: auto` the costlier
 ring (pass-Q, with its All2All) is counted.
+
+Simulated layers follow sim/workloads/cp_inference/layers.py: where one rank group runs alone on
+the network (a representative CP rank or cp = 1, no background flows, not a job sharing the cluster)
+the first `simulate.layers` layers (default 1) run and the rest are replayed exactly at no event
+cost; otherwise `simulate.layers` (default all) run. Replayed layers still record spans.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ def cp_inference_estimate(cfg, hw, network_model: str) -> Estimate:
         )
     )
     layers = prefill.layers
-    simulated = layers if cfg.simulate.layers == "all" else min(cfg.simulate.layers, layers)
+    asked = None if cfg.simulate.layers == "all" else cfg.simulate.layers
+    job = "hosts" in type(cfg).model_fields  # a job of `workloads:` runs on a view of a shared network
+    exact_replay = ranks == 1 and not cfg.background and not job  # layers.py: PhaseRun.exact_replay
+    simulated = min(asked or (1 if exact_replay else layers), layers)
     est = Estimate(
         path="workload.requests" if cfg.arrivals is None else "workload.arrivals.count",
         hint="fewer requests or decode_tokens, simulate: {layers: 1} or {ranks: representative}, "
@@ -48,17 +56,20 @@ def cp_inference_estimate(cfg, hw, network_model: str) -> Estimate:
             + len(plan.ffn)
         )
         gpus = ranks * tp
-        kernels = gpus * (simulated * per_gpu + len(plan.final))
+        layer_kernels = gpus * per_gpu
         ring_flows = gpus * (cp - 1) * (2 if plan.exchange_bytes else 1)
         ar_flows = 2 * ranks * ar_steps * tp if plan.allreduce_bytes > 0 else 0
-        flows = simulated * (ring_flows + ar_flows)
+        layer_flows = ring_flows + ar_flows
+        kernels = simulated * layer_kernels + gpus * len(plan.final)
+        flows = simulated * layer_flows
+        replayed = layers - simulated
         one = Estimate(
             events=EVENTS_PER_KERNEL * kernels + EVENTS_PER_FLOW * flows,
-            flows=flows,
+            flows=flows + (replayed * layer_flows if exact_replay else 0),  # exact replay re-emits its flows
             simulated_flows=flows,
             peak_flows=ring_flows + tp * ranks + len(cfg.background),
             kernels=kernels,
-            spans=kernels + flows + 3 * (layers - simulated) * gpus,
+            spans=kernels + flows + replayed * ((layer_kernels + layer_flows) if exact_replay else 3 * gpus),
         )
         est.add(one, times=phases)
     est.flows += len(cfg.background)
