@@ -110,3 +110,40 @@ def format_duration(s: float) -> str:
         if abs(s) >= scale * (2 if unit != "d" else 1):
             return f"{s / scale:.2g} {unit}"
     return format_seconds(float(f"{s:.2g}"))
+
+
+def format_flop_rate(flop_per_s: float) -> str:
+    """Decimal compute rate for tables: 989 TFLOP/s."""
+    for unit, scale in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if abs(flop_per_s) >= scale:
+            return f"{flop_per_s / scale:.4g} {unit}"
+    return f"{flop_per_s:.4g} FLOP/s"
+
+
+def format_watts(watts: float) -> str:
+    """Power for tables: 700 W, 10.2 kW, 8.7 MW."""
+    for unit, scale in (("MW", 1e6), ("kW", 1e3)):
+        if abs(watts) >= scale:
+            return f"{watts / scale:.4g} {unit}"
+    return f"{watts:.4g} W"
+
+
+def format_in(value: float, dimension: str) -> str:
+    """A value of one of the dimensions above ('bytes', 'bytes_per_s', 'seconds', 'flop_per_s',
+    'watts'), with its unit: sizes in decimal and binary prefixes (80 GB = 74.5 GiB), rates in
+    bytes and bits per second (50 GB/s = 400 Gbit/s)."""
+    if dimension == "bytes":
+        binary = format_bytes(value)
+        decimal = _decimal(value, "B")
+        return decimal if binary.endswith(" B") or decimal == binary.replace("i", "") else f"{decimal} ({binary})"
+    if dimension == "bytes_per_s":
+        return f"{format_rate(value)} ({_decimal(8 * value, 'bit/s')})"
+    formatter = {"seconds": format_seconds, "flop_per_s": format_flop_rate, "watts": format_watts}[dimension]
+    return formatter(value)
+
+
+def _decimal(value: float, unit: str) -> str:
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K" if unit == "B" else "k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}"

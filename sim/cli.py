@@ -4,7 +4,7 @@
     dcsim check SCENARIO.yaml [--set k=v ...]
     dcsim plan SCENARIO.yaml [--set k=v ...] [--json]
     dcsim schema
-    dcsim hw list | dcsim hw show NAME
+    dcsim hw list | dcsim hw show NAME [--json]
     dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
                    [--measured FILE [--scenario S.yaml]]
     dcsim sweep SCENARIO.yaml --grid k=v1,v2 [--zip k=v1,v2] [--workers N | --dask ADDRESS] --out DIR
@@ -143,9 +143,82 @@ def cmd_hw(args) -> int:
     for section in ("device", "link", "tier"):
         if args.name in catalog.names(section):
             spec = catalog.resolve(section, args.name)
-            print(json.dumps({"section": section, **spec.model_dump(mode="json")}, indent=2))
+            if args.json:
+                print(json.dumps({"section": section, **spec.model_dump(mode="json")}, indent=2))
+                return 0
+            print(f"{spec.name} ({section}, {spec.kind}): {spec.source}")
+            for line in spec_lines(spec):
+                print(line)
             return 0
     raise ScenarioError("unknown hardware name; see `dcsim hw list`", value=args.name)
+
+
+def spec_lines(spec, indent: str = "  ") -> list[str]:
+    """A hardware spec as `key  value with unit  (what it is)` lines; nested specs indented below
+    their key. Units come from the field's type (hardware_models/units.py: Bytes, Seconds, ...)."""
+    from pydantic import BaseModel
+
+    lines = []
+    for name, field in type(spec).model_fields.items():
+        value = getattr(spec, name)
+        if name in ("name", "kind", "source") and indent == "  ":
+            continue  # in the heading
+        if isinstance(value, BaseModel):
+            lines.append(f"{indent}{name}")
+            lines += spec_lines(value, indent + "  ")
+            continue
+        text = _with_unit(value, _dimension(field), name)
+        about = "" if isinstance(value, str) else _about(field.description or "")
+        lines.append(f"{indent}{name:{max(1, 22 - len(indent))}s} {text}" + (f"   ({about})" if about else ""))
+    return lines
+
+
+def _about(description: str) -> str:
+    """A field's description without what the unit now says ('bytes/s', ', W', ', s')."""
+    words = [p.strip() for p in description.replace("; ", ", ").split(", ")]
+    return "; ".join(w for w in words if w and w not in ("bytes", "bytes/s", "s", "W", "FLOP/s", "USD per hour"))
+
+
+def _dimension(field) -> str | None:
+    """'bytes', 'seconds', ... where the field's type is one of the unit types of hardware_models.units."""
+    import typing
+
+    from hardware_models import units
+
+    by_validator = {
+        id(meta): dim
+        for dim, ann in (
+            ("bytes", units.Bytes),
+            ("bytes_per_s", units.BytesPerS),
+            ("seconds", units.Seconds),
+            ("flop_per_s", units.FlopPerS),
+            ("watts", units.Watts),
+        )
+        for meta in ann.__metadata__
+    }
+    stack = [field.annotation, *field.metadata]
+    while stack:
+        item = stack.pop()
+        if id(item) in by_validator:
+            return by_validator[id(item)]
+        stack += list(getattr(item, "__metadata__", ())) + list(typing.get_args(item))
+    return None
+
+
+def _with_unit(value, dimension: str | None, name: str) -> str:
+    from hardware_models.units import format_in
+
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if dimension is not None:
+        return format_in(value, dimension)
+    if name.endswith("price_per_hour"):
+        return f"{value:.4g} USD/h"
+    if abs(value) >= 1e4 and float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hw", help="the hardware catalog")
     hs = h.add_subparsers(dest="hw_cmd", required=True)
     hs.add_parser("list")
-    show = hs.add_parser("show")
+    show = hs.add_parser("show", help="one catalog entry, every quantity with its unit")
     show.add_argument("name")
+    show.add_argument("--json", action="store_true", help="the raw spec as JSON (SI base units)")
     h.set_defaults(func=cmd_hw)
     w = sub.add_parser("sweep", help="many runs over a grid of overrides (parquet/csv table, resumable)")
     w.add_argument("scenario")
@@ -246,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dcsim: interrupted", file=sys.stderr)
         code = 130
+    except BrokenPipeError:  # `dcsim ... | head`: the reader left; nothing more to say
+        sys.stderr.close()
+        code = 0
     sys.exit(code)
 
 

@@ -6,6 +6,7 @@ internals, a directory given as a scenario, the README, and scenario description
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,36 @@ def test_wall_time_grows_with_events_and_links():
 
     assert wall_time_s(Estimate(events=EVENTS_PER_S)) == pytest.approx(1.0)
     assert wall_time_s(Estimate(events=EVENTS_PER_S, links=1e5)) > 1.0
+
+
+# ---- dcsim hw show: quantities with units ---------------------------------------------------------
+
+
+def test_hw_show_prints_quantities_with_units_not_raw_floats():
+    code, out, _ = cli("hw", "show", "nvme-ssd")
+    assert code == 0 and "e-0" not in out and "8.999999999999999e-05" not in out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert "90 us" in rows["latency"]  # 9e-05 s
+    assert "7 GB/s" in rows["bandwidth"] and "56 Gbit/s" in rows["bandwidth"]
+    assert "7.68 TB" in rows["capacity"] and "4 KiB" in rows["granularity"]
+    assert "20 W" in rows["max"]
+    code, out, _ = cli("hw", "show", "h100-sxm")
+    assert "989 TFLOP/s" in out and "80 GB (74.5 GiB)" in out and "3.35 TB/s" in out
+
+
+def test_hw_show_json_keeps_the_raw_spec():
+    code, out, _ = cli("hw", "show", "nvme-ssd", "--json")
+    spec = json.loads(out)
+    assert code == 0 and spec["section"] == "tier" and spec["latency"] == pytest.approx(90e-6)
+
+
+def test_hw_show_of_every_catalog_entry_has_no_bare_long_floats():
+    import re
+
+    from hardware_models import catalog
+
+    for section in ("device", "link", "tier"):
+        for name in catalog.names(section):
+            code, out, _ = cli("hw", "show", name)
+            values = [line[24:].split("   (")[0] for line in out.splitlines()[1:] if "source" not in line]
+            assert code == 0 and not [v for v in values if re.search(r"\d\.\d{5,}|e[-+]\d", v)], (name, out)
