@@ -195,7 +195,7 @@ def test_cli_table_json_and_resolved_scenario(tmp_path):
         }
     )
     code, out, _ = cli("run", write(tmp_path, text), "--out", str(tmp_path / "res"))
-    assert code == 0 and "a.slowdown_vs_alone" in out and "(multi)" in out
+    assert code == 0 and "slowdown" in out and "job a (collective)" in out and "(multi)" in out
     code, out, _ = cli("run", str(tmp_path / "res" / "scenario.resolved.yaml"), "--json")
     summary = json.loads(out)
     assert summary["kind"] == "multi"

@@ -42,7 +42,7 @@ BREAKDOWN = re.compile(r"breakdown|_by_|^memory_per_gpu_bytes$|^all_to_all_bytes
 LIST_GROUP = re.compile(r"^(?P<base>.+?)_(?:(?:per|by)_(?P<what>[a-z_]+)|(?P<each>each))$")
 NOT_PARTS = ("total", "capacity", "stage", "params_per_gpu")  # entries of a breakdown that are not parts
 MAX_ROWS = 24
-FIRST_COLUMNS = ("bytes", "size", "step")
+FIRST_COLUMNS = ("bytes", "size", "step", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s")  # nccl-tests order
 
 
 @dataclass
@@ -87,7 +87,7 @@ def table_of_rows(title: str, rows: list[Mapping], doc: str | None = None, index
     keys.sort(key=lambda k: (k not in FIRST_COLUMNS, FIRST_COLUMNS.index(k) if k in FIRST_COLUMNS else 0))
     headers, cells = ([index] if index else []), []
     for k in keys:
-        shown, col = column([r.get(k) for r in rows], unit_of(k), per_cell=k in FIRST_COLUMNS)
+        shown, col = column([r.get(k) for r in rows], unit_of(k), per_cell=k in ("bytes", "size"))
         headers.append(header(k, shown))
         cells.append(col)
     body = [list(row) for row in zip(*cells)] if cells else []

@@ -25,6 +25,7 @@ from sim.report.quantities import format_metric, format_percent, format_quantity
 
 _NUMBER = re.compile(r"^[-+]?[\d.,]+( |%|$)")
 JOB_COLUMNS = ("kind", "gpus", "hosts", "completion_s", "alone_completion_s", "slowdown_vs_alone")
+JOB_HEADERS = {"alone_completion_s": "alone", "slowdown_vs_alone": "slowdown"}  # short: one table row per job
 
 
 def print_run(result, links_top: int = 0, console: Console | None = None) -> None:
@@ -100,7 +101,8 @@ def section_table(section: Section) -> Group:
 
 
 def jobs_table(jobs: Mapping[str, Mapping]) -> Table:
-    """One row per job of a multi-job run: kind, placement and how much the other jobs slowed it."""
+    """One row per job of a multi-job run: kind, placement, completion time with the other jobs and
+    alone, and the slowdown (completion over alone completion)."""
     names = list(jobs)
     table = Table(title="jobs", header_style="bold", title_justify="left")
     table.add_column("job")
@@ -112,7 +114,9 @@ def jobs_table(jobs: Mapping[str, Mapping]) -> Table:
         else:
             shown, col = column(values, unit_of(key))
         cells[key] = col
-        table.add_column(header(key, shown), justify="left" if key in ("kind", "hosts") else "right")
+        table.add_column(
+            header(JOB_HEADERS.get(key, key), shown), justify="left" if key in ("kind", "hosts") else "right"
+        )
     for i, n in enumerate(names):
         table.add_row(n, *(cells[k][i] for k in JOB_COLUMNS))
     return table
