@@ -3,7 +3,7 @@
 `schedule_shape` gives the steps, flows per step and distinct steps of the schedule that
 sim/network/collectives.py builds for an operation and algorithm; `collective_cost` turns one
 collective into an Estimate: every candidate of `auto` is built (its distinct steps are listed, as
-`choose` builds them all), the largest one is run. With `replay` (a flow network with even ECMP and
+`choose` builds them all), the largest one is run, cut into slices (sim/network/nccl.py). With `replay` (a flow network with even ECMP and
 nothing else on the links) only the distinct steps are simulated, the rest replayed
 (sim/network/replay.py).
 """
@@ -14,6 +14,7 @@ import math
 
 from sim.engine.cost import EVENTS_PER_STEP, Estimate
 from sim.network.collectives import candidates
+from sim.network.nccl import MAX_TRANSFERS, NCCL_STEPS, SLOT_BYTES
 
 
 def schedule_shape(
@@ -32,6 +33,7 @@ def schedule_shape(
         return steps, n - 1, steps
     if algorithm == "direct" and op == "all_to_all":
         return 1, n * (n - 1), 1
+    channels = per_host if algorithm == "ring" and hosts > 1 and per_host > 1 and op != "all_to_all" else 1
     steps = {
         "all_reduce": 2 * (n - 1),
         "all_gather": n - 1,
@@ -39,7 +41,15 @@ def schedule_shape(
         "send_recv": 1,
         "all_to_all": n - 1,
     }[op]
-    return steps, n, (n - 1 if op == "all_to_all" else 1)
+    return steps, n * channels, (n - 1 if op == "all_to_all" else 1)
+
+
+def slices_bound(steps: float, nbytes: float) -> int:
+    """At most how many slices the NCCL model cuts a schedule of `steps` steps into
+    (sim/network/nccl.py `slices_for`, with the largest slot)."""
+    if steps < 2:
+        return 1
+    return max(1, min(NCCL_STEPS, int(nbytes // SLOT_BYTES["LL"]), MAX_TRANSFERS // int(steps)))
 
 
 def collective_cost(
@@ -53,6 +63,8 @@ def collective_cost(
             continue
         steps, per_step, distinct = schedule_shape(op, algo, n, hosts, per_host, nbytes)
         est.listed_flows += distinct * per_step
+        k = slices_bound(steps, nbytes)  # each step runs as k slices (pipelining)
+        steps, distinct = steps * k, distinct * k
         run = Estimate(
             events=EVENTS_PER_STEP * steps + 10,
             flows=steps * per_step,

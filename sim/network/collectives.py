@@ -1,8 +1,14 @@
-"""Collectives built from point-to-point flows.
+"""Collectives built from point-to-point flows, run as NCCL runs them.
 
 A collective algorithm is a *schedule*: a list of steps, each a list of `(src, dst, bytes)` flows
-that run at the same time; a step starts when the previous one has finished on every rank (a
-lock-step simplification of NCCL's pipelined protocols). Each step is a `Step`: its flows and
+that run at the same time. `collective(..., protocol="auto")` (the default) runs it as NCCL does
+(sim/network/nccl.py, sim/network/pipeline.py): a flat ring across hosts has one channel per rail
+(`rail_rings`: ring c enters every host at local rank c, so the hosts' NICs all carry traffic); the
+tuner picks the algorithm (with `auto`) and the protocol (LL, LL128, Simple; with `auto`) of least
+estimated time for the size; the operation pays its per-operation latency, every step its hop
+latency, and the schedule is cut into slices that flow through the steps (pipelining). With
+`protocol=None` the schedule runs lock-step as built: a step starts when the previous one has
+finished on every rank, no latency but the topology's. Each step is a `Step`: its flows and
 the `StepKey` that names it (sim/engine/replay.py); a schedule that repeats a step repeats the same
 `Step`, so the network sets it up once and may replay it (sim/network/replay.py). Running a
 schedule on a network backend turns every flow into a real transfer, so on the flow backend two collectives sharing a link slow
@@ -12,7 +18,7 @@ Sizes follow nccl-tests: `nbytes` is the per-rank buffer for all_reduce and the 
 all_gather / reduce_scatter; for all_to_all it is what each rank sends in all; for send_recv the
 message each rank sends to its ring neighbour. `bus_factor` gives nccl-tests' busbw / algbw.
 
-Algorithms: `ring`; `tree` (binary tree reduce + broadcast, pipelined in chunks); `hierarchical`
+Algorithms: `ring` (one ring, or one per rail with the NCCL model); `tree` (binary tree reduce + broadcast, pipelined in chunks); `hierarchical`
 (reduce-scatter inside each host over the scale-up fabric, a ring across hosts per local rank on the
 NICs, all-gather inside the host); `direct` (all-to-all, send/recv); `auto` picks the schedule with
 the smallest uncontended estimate on this topology.
@@ -23,10 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator, Iterable, Sequence
 
+import numpy as np
 import simpy
 
 from sim.engine.replay import StepKey
+from sim.network import nccl
+from sim.network.analytical import AnalyticalNetwork
 from sim.network.base import Flow, Network
+from sim.network.pipeline import run_pipelined
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct", "auto")
@@ -59,6 +69,41 @@ def _ring(group: Sequence[str], chunk: float, steps: int) -> list[Step]:
     n = len(group)
     step = Step((group[i], group[(i + 1) % n], chunk) for i in range(n))
     return [step] * steps  # identical steps are one Step
+
+
+def rail_rings(group: Sequence[str], host_of: Callable[[str], int | None]) -> list[list[str]]:
+    """NCCL's channels of a flat ring on rails: with H >= 2 hosts of L ranks each, L rings; ring c
+    visits every host's ranks in the order c, c+1, ..., c-1, so it leaves a host from local rank
+    c-1's NIC and enters the next at local rank c's: every NIC sends and receives one ring's
+    traffic. Otherwise the group itself (one ring)."""
+    hosts: dict[int | None, list[str]] = {}
+    for d in group:
+        hosts.setdefault(host_of(d), []).append(d)
+    local = list(hosts.values())
+    sizes = {len(g) for g in local}
+    if None in hosts or len(local) < 2 or len(sizes) != 1 or sizes == {1}:
+        return [list(group)]
+    L = sizes.pop()
+    return [[g[(c + j) % L] for g in local for j in range(L)] for c in range(L)]
+
+
+def parallel(per_group: list[list[Step]]) -> list[Step]:
+    """Step k of all groups at once; where every group repeats its previous step, so does the
+    result (identical steps are one Step)."""
+    combined: list[Step] = []
+    for k in range(len(per_group[0])):
+        if k and all(steps[k] is steps[k - 1] for steps in per_group):
+            combined.append(combined[-1])
+        else:
+            combined.append(Step(flow for steps in per_group for flow in steps[k]))
+    return combined
+
+
+def channel_ring_schedule(op: str, rings: Sequence[Sequence[str]], nbytes: float) -> list[Step]:
+    """`op` on several rings at once (channels), each carrying 1/len(rings) of the bytes."""
+    if len(rings) == 1:
+        return ring_schedule(op, rings[0], nbytes)
+    return parallel([ring_schedule(op, r, nbytes / len(rings)) for r in rings])
 
 
 def ring_schedule(op: str, group: Sequence[str], nbytes: float) -> list[Step]:
@@ -135,18 +180,6 @@ def hierarchical_schedule(
     if H == 1 or L == 1:
         return ring_schedule(op, group, nbytes)
     rails = [[local[h][j] for h in range(H)] for j in range(L)]
-
-    def parallel(per_group: list[list[Step]]) -> list[Step]:
-        """Step k of all groups at once; where every group repeats its previous step, so does
-        the result (identical steps are one Step)."""
-        combined: list[Step] = []
-        for k in range(len(per_group[0])):
-            if k and all(steps[k] is steps[k - 1] for steps in per_group):
-                combined.append(combined[-1])
-            else:
-                combined.append(Step(flow for steps in per_group for flow in steps[k]))
-        return combined
-
     if op == "all_reduce":
         intra_rs = parallel([ring_schedule("reduce_scatter", g, nbytes) for g in local])
         inter = parallel([ring_schedule("all_reduce", r, nbytes / L) for r in rails])
@@ -236,9 +269,114 @@ def run_schedule(network: Network, steps: Sequence[Sequence[Flow]], name: str = 
     return network.sim.process(proc())
 
 
+def step_costs(network: Network, steps: Sequence[Sequence[Flow]]) -> nccl.StepCosts:
+    """Uncontended costs of a schedule's steps (each distinct step costed once): the bandwidth time
+    of the step's most loaded link, whether it crosses hosts, its slowest path latency; and the
+    total seconds of the link that carries most over the whole schedule."""
+    topo = network.topology
+    per_step: dict[int, tuple[float, bool, float, np.ndarray | None]] = {}
+    link_s = np.zeros(topo.num_links)
+    bandwidth, inter, latency = [], [], []
+    for step in steps:
+        known = per_step.get(id(step))
+        if known is None:
+            known = _one_step_costs(network, step)
+            per_step[id(step)] = known
+        bw, crosses, lat, loads = known
+        bandwidth.append(bw)
+        inter.append(crosses)
+        latency.append(lat)
+        if loads is not None:
+            link_s += loads
+    return nccl.StepCosts(tuple(bandwidth), tuple(inter), tuple(latency), float(link_s.max(initial=0.0)))
+
+
+def _one_step_costs(network: Network, step: Sequence[Flow]) -> tuple[float, bool, float, np.ndarray | None]:
+    topo = network.topology
+    if not step:
+        return 0.0, False, 0.0, None
+    crosses = any(topo.host_of(s) != topo.host_of(d) for s, d, _ in step)
+    srcs, dsts = [f[0] for f in step], [f[1] for f in step]
+    nbytes = np.array([float(f[2]) for f in step])
+    batch = topo.route_batch(srcs, dsts) if len(step) > 1 else None
+    if batch is None:  # per pair (a single flow, or endpoints the batch router does not take)
+        flat: list[int] = []
+        weights: list[float] = []
+        latencies: list[float] = []
+        for (s, d), b in zip(zip(srcs, dsts), nbytes.tolist()):
+            paths = topo.routes(s, d)
+            for path in paths:
+                flat.extend(path)
+                weights.extend([b / len(paths)] * len(path))
+                latencies.append(topo.path_latency_s(path))
+        flat_a, weights_a = np.asarray(flat, dtype=np.int64), np.asarray(weights, dtype=float)
+        latency = max(latencies, default=0.0)
+    else:
+        flat_a = batch.flat
+        weights_a = np.repeat(nbytes[batch.owner] * batch.share, batch.lengths)
+        latency = float(batch.latency.max()) if len(batch.latency) else 0.0
+    loads = np.bincount(flat_a, weights_a, minlength=topo.num_links) / topo.capacity
+    return float(loads.max(initial=0.0)), crosses, latency, loads
+
+
+def nccl_schedule(
+    op: str, algorithm: str, group: Sequence[str], nbytes: float, host_of: Callable[[str], int | None]
+) -> list[Step]:
+    """The schedule NCCL's model runs: a flat ring across hosts has one channel per rail."""
+    if algorithm == "ring" and op in ("all_reduce", "all_gather", "reduce_scatter"):
+        return channel_ring_schedule(op, rail_rings(group, host_of), nbytes)
+    return schedule(op, algorithm, group, nbytes, host_of)
+
+
+def plan(
+    network: Network, op: str, algorithm: str, protocol: str, group: Sequence[str], nbytes: float
+) -> tuple[nccl.Plan, list[Step], nccl.StepCosts]:
+    """NCCL's tuner: the (algorithm, protocol) of least estimated time (`auto` tries every candidate)
+    with its schedule and step costs. On the analytical backend the schedule runs as one slice (its
+    time is then the tuner's closed form: base + sum of step latency and bandwidth times)."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if protocol != "auto" and protocol not in nccl.PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; allowed: auto, {', '.join(nccl.PROTOCOLS)}")
+    host_of = network.topology.host_of
+    nodes = len({host_of(d) for d in group})
+    pipelined = not isinstance(network, AnalyticalNetwork)
+    protocols = nccl.PROTOCOLS if protocol == "auto" else (protocol,)
+    best: tuple[nccl.Plan, list[Step], nccl.StepCosts] | None = None
+    for algo in candidates(op) if algorithm == "auto" else (algorithm,):
+        try:
+            steps = nccl_schedule(op, algo, group, nbytes, host_of)
+        except ValueError:
+            if algorithm != "auto":
+                raise
+            continue
+        costs = step_costs(network, steps)
+        largest = max((b for step in steps for _, _, b in step), default=0.0)
+        bus_bytes = nbytes * bus_factor(op, len(group))
+        for proto in protocols:
+            p = nccl.plan_for(op, algo, proto, costs, len(group), nodes, bus_bytes, largest, pipelined)
+            if best is None or p.estimate_s < best[0].estimate_s:
+                best = (p, steps, costs)
+    if best is None:
+        raise ValueError(f"no algorithm implements {op} on this group")
+    return best
+
+
 def collective(
-    network: Network, op: str, group: Sequence[str], nbytes: float, algorithm: str = "auto", name: str | None = None
+    network: Network,
+    op: str,
+    group: Sequence[str],
+    nbytes: float,
+    algorithm: str = "auto",
+    name: str | None = None,
+    protocol: str | None = "auto",
 ):
-    """Start collective `op` on `group`; returns (SimPy process, algorithm used)."""
-    algo, steps = choose(network, op, algorithm, group, nbytes)
-    return run_schedule(network, steps, name or op), algo
+    """Start collective `op` on `group`; returns (SimPy process, algorithm used). `protocol`: LL,
+    LL128, Simple or auto (NCCL's model, see the module docstring), or None (the lock-step
+    schedule as built, `choose` resolving `auto`)."""
+    if protocol is None:
+        algo, steps = choose(network, op, algorithm, group, nbytes)
+        return run_schedule(network, steps, name or op), algo
+    chosen, steps, costs = plan(network, op, algorithm, protocol, group, nbytes)
+    proc = run_pipelined(network, steps, chosen, costs.bandwidth_s, costs.wire_latency_s, name or op)
+    return proc, chosen.algorithm

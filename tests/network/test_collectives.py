@@ -1,4 +1,6 @@
-"""Collectives against their closed forms (nccl-tests conventions), on both network backends."""
+"""Collective schedules against their closed forms (nccl-tests conventions), on both network backends:
+the schedules as built, run lock-step (`protocol=None`); NCCL's model of running them is tested in
+tests/network/test_nccl_collectives.py."""
 
 import pytest
 
@@ -11,7 +13,7 @@ def time_collective(cluster, op, nbytes, algorithm, ranks=None, background=()):
     group = cluster.nodes(ranks or range(cluster.num_gpus))
     for s, d, b in background:
         net.transfer(cluster.devices[s].node, cluster.devices[d].node, b, name="background")
-    proc, algo = collective(net, op, group, nbytes, algorithm)
+    proc, algo = collective(net, op, group, nbytes, algorithm, protocol=None)
     sim.env.run(until=proc)
     return sim.now, algo
 

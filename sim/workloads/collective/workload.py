@@ -1,7 +1,8 @@
 """`kind: collective` — nccl-tests-like collective benchmarks on the simulated cluster.
 
 Fields: `op` (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv), `bytes` (one size or
-a list), `algorithm` (ring, tree, hierarchical, direct, auto), `group` (all devices, the first N
+a list), `algorithm` (ring, tree, hierarchical, direct, auto), `protocol` (LL, LL128, Simple, auto:
+NCCL's protocols and tuner, sim/network/nccl.py), `group` (all devices, the first N
 ranks, or a list of ranks), `background` (extra point-to-point flows that compete for links while
 the collective runs, to study contention).
 
@@ -35,6 +36,9 @@ class Config(WorkloadBase):
     op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"] = "all_reduce"
     bytes: Bytes | list[Bytes] = Field(description="message size (nccl-tests convention), or a list")
     algorithm: Literal["ring", "tree", "hierarchical", "direct", "auto"] = "auto"
+    protocol: Literal["auto", "LL", "LL128", "Simple"] = Field(
+        "auto", description="NCCL protocol (auto: the tuner's choice by size, sim/network/nccl.py)"
+    )
     group: Literal["all"] | int | list[int] = "all"
     background: list[BackgroundFlow] = Field(default_factory=list)
 
@@ -97,7 +101,7 @@ def simulate(sim, cluster, config: Config):
             net.transfer(cluster.devices[f.src].node, cluster.devices[f.dst].node, f.bytes, name="background")
             for f in config.background
         ]
-        proc, algo = collective(net, config.op, group, size, config.algorithm, name=config.op)
+        proc, algo = collective(net, config.op, group, size, config.algorithm, name=config.op, protocol=config.protocol)
         yield proc
         for node in group:  # each rank runs the collective's kernel (NCCL) from start to end
             sim.span(node, "comm", f"{config.op} {size:.0f} B", start, category="comm")
