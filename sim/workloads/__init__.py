@@ -19,9 +19,19 @@ from sim.workloads.cp_inference.kind import WORKLOAD as CP_INFERENCE
 from sim.workloads.embedding.kind import WORKLOAD as EMBEDDING
 from sim.workloads.ingestion.kind import WORKLOAD as INGESTION
 from sim.workloads.tiered_memory.kind import WORKLOAD as TIERED_MEMORY
+from sim.workloads.trace_replay.kind import WORKLOAD as TRACE_REPLAY
 from sim.workloads.training.kind import WORKLOAD as TRAINING
 
-WORKLOADS: tuple[Workload, ...] = (COLLECTIVE, CP_INFERENCE, INGESTION, EMBEDDING, CAMPAIGN, TRAINING, TIERED_MEMORY)
+WORKLOADS: tuple[Workload, ...] = (
+    COLLECTIVE,
+    CP_INFERENCE,
+    INGESTION,
+    EMBEDDING,
+    CAMPAIGN,
+    TRAINING,
+    TIERED_MEMORY,
+    TRACE_REPLAY,
+)
 
 _BY_KIND = {w.kind: w for w in WORKLOADS}
 
