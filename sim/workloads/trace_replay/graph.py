@@ -15,8 +15,10 @@ same rank). Kinds:
 
 `from_pytorch(rank_trace)` builds the nodes of one PyTorch profiler rank (pytorch_trace.py):
 - each CPU thread's top-level events in time order, gaps between them as `busy` (category `gap`);
-  an event of a modelled category with no modelled or launching event inside it is one `op`; any
-  other event is its own time (`busy`, category `other`) around its children, recursively;
+  an event of a modelled category is one `op` unless an event inside it is a GEMM, attention or
+  embedding op (or, for an elementwise op, any modelled op) or a kernel launch; any other event is
+  its own time around its children (`busy`: category `gap` for ProfilerStep and record_function
+  regions - Python - and `other` for ops' framework time), recursively;
 - GPU kernels per stream, each after the runtime call that launched it (same `correlation` id);
   a kernel takes the category and shapes of the innermost modelled op around its launch; NCCL
   kernels are collectives (op and bytes from the nccl:/c10d:: op around the launch);
@@ -41,6 +43,9 @@ LAUNCH_RE = re.compile(r"^(cuda|cu|hip)(LaunchKernel|LaunchKernelExC|LaunchCoope
                        r"MemsetAsync|GraphLaunch|Memcpy2DAsync|ModuleLaunchKernel|LaunchKernelEx)")  # fmt: skip
 SYNC_RE = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|Memcpy2D|Memset)$")
 WORKER_COLLECTIVE_PREFIXES = ("gloo:",)
+# an op of a modelled category is one `op` unless an op inside it ranks as high (linear holds addmm,
+# matmul holds mm; a GEMM's bias copy inside addmm is part of the GEMM)
+PRIORITY = {"gemm": 2, "attention": 2, "embedding": 2, "elementwise": 1}
 
 
 @dataclass
@@ -128,7 +133,9 @@ class _Builder:
                 self.launch_node[corr] = node.id
                 self.launch_event[corr] = ev
         elif cat in MODELLED and not any(
-            category(c.record) in MODELLED or LAUNCH_RE.match(c.name) for c in ev.walk() if c is not ev
+            PRIORITY.get(category(c.record), 0) >= PRIORITY[cat] or LAUNCH_RE.match(c.name)
+            for c in ev.walk()
+            if c is not ev
         ):
             self.add(track, "op", ev.name, cat, ev.dur_s, ev.start_s, op=ev.record)
         else:
@@ -138,12 +145,13 @@ class _Builder:
                 self.issues.append((node.id, track))
 
     def container(self, track: str, ev: Event) -> None:
+        own = "gap" if ev.cat == "user_annotation" else "other"  # a step or record_function region: Python
         t = ev.start_s
         for child in ev.children:
-            self.busy(track, child.start_s - t, "other", ev.name, t)
+            self.busy(track, child.start_s - t, own, ev.name, t)
             self.event(track, child)
             t = max(t, child.end_s)
-        self.busy(track, ev.end_s - t, "other", ev.name, t)
+        self.busy(track, ev.end_s - t, own, ev.name, t)
 
     # ---- GPU streams ---------------------------------------------------------------------------
     def stream(self, sid: str, kernels: list[Event]) -> list[Node]:

@@ -7,8 +7,9 @@ a node's dependencies, then runs it -
   `duration_s(node)` gives (the device model's, or the measured time x scale);
 - `collective` nodes meet their peers: the k-th collective (by recorded start) of every rank is one
   collective; when the last rank arrives it runs through the network with the same implementation
-  the `collective` kind uses (sim/network/collectives.py `collective`), and each rank continues when
-  it completes. broadcast runs as an all_gather of its bytes, reduce as a reduce_scatter, barrier
+  the `collective` kind uses (sim/network/collectives.py `collective`; NCCL's protocol model, or the
+  lock-step schedule for gloo collectives and with `protocol: lockstep`), and each rank continues
+  when it completes. broadcast runs as an all_gather of its bytes, reduce as a reduce_scatter, barrier
   as a 4-byte all_reduce (their nearest schedules). `send`/`recv` pairs (Chakra) are one transfer;
 - `mark` nodes take no time and note when they were reached (steps).
 
@@ -44,9 +45,11 @@ class Replay:
         duration_s: Callable[[Node], float],
         algorithm: str = "auto",
         collective_time: str = "network",
+        protocol: str = "auto",
     ) -> None:
         self.sim, self.cluster, self.graphs = sim, cluster, graphs
         self.duration_s, self.algorithm, self.collective_time = duration_s, algorithm, collective_time
+        self.protocol = protocol
         self.done = [{n.id: sim.env.event() for n in g.nodes} for g in graphs]
         self.times = [RankTimes() for _ in graphs]
         self.index = [self._collective_index(g) for g in graphs]
@@ -132,7 +135,10 @@ class Replay:
         algorithm = self.algorithm
         if algorithm in ("tree",) and op != "all_reduce" or algorithm == "direct" and op not in ("all_to_all",):
             algorithm = "auto"
-        proc, _ = collective(self.cluster.network, op, self.group, nbytes, algorithm, name=node.name)
+        protocol: str | None = self.protocol
+        if protocol == "lockstep" or (protocol == "auto" and node.name.startswith("gloo:")):
+            protocol = None  # gloo runs plain point-to-point steps, not NCCL's protocols
+        proc, _ = collective(self.cluster.network, op, self.group, nbytes, algorithm, name=node.name, protocol=protocol)
         return proc
 
     def _finish(self, meeting: dict, proc):

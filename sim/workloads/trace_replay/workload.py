@@ -8,6 +8,7 @@
       scale: {other: 1.0, gap: 1.0}        # factors on the times kept as measured, per category
       collectives: network                 # network | measured
       algorithm: auto                      # the collectives' algorithm (as `kind: collective`)
+      protocol: auto                       # NCCL protocol; auto: the tuner's, gloo: lock-step steps
 
 Rank r of the trace runs on device r of the cluster (`hardware.nodes x gpus_per_node` must hold
 every rank). Compute ops of a modelled category are re-timed by the device model (`model`) or kept
@@ -69,6 +70,9 @@ class Config(WorkloadBase):
     scale: Scale = Scale()
     collectives: Literal["network", "measured"] = "network"
     algorithm: Literal["ring", "tree", "hierarchical", "direct", "auto"] = "auto"
+    protocol: Literal["auto", "LL", "LL128", "Simple", "lockstep"] = Field(
+        "auto", description="NCCL protocol (auto: the tuner's choice; gloo collectives: lockstep steps)"
+    )
 
     @field_validator("trace")
     @classmethod
@@ -157,7 +161,7 @@ def simulate(sim, cluster, config: Config):
             value=config.trace,
         )
     duration_s, unpriced = _timing(config, cluster.hardware.gpu)
-    replay = Replay(sim, cluster, graphs, duration_s, config.algorithm, config.collectives)
+    replay = Replay(sim, cluster, graphs, duration_s, config.algorithm, config.collectives, config.protocol)
     start = sim.now
     times = yield sim.process(replay.run())
     return metrics(graphs, times, sim.now - start, len(unpriced), ignored)
