@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from sim.engine.cost import EVENTS_PER_STEP, Estimate
-from sim.network.collectives import candidates
+from sim.network.collectives import nccl_candidates
 from sim.network.nccl import MAX_TRANSFERS, NCCL_STEPS, SLOT_BYTES
 
 
@@ -56,7 +56,7 @@ def collective_cost(
     op: str, algorithm: str, n: int, hosts: int, per_host: int, nbytes: float, replay: bool
 ) -> Estimate:
     """One collective: every candidate of `auto` is built (listed), the largest one is run."""
-    algos = candidates(op) if algorithm == "auto" else (algorithm,)
+    algos = nccl_candidates(op) if algorithm == "auto" else (algorithm,)
     est = Estimate()
     for algo in algos:
         if algo == "hierarchical" and (n % max(per_host, 1) or hosts < 2):

@@ -238,6 +238,12 @@ def candidates(op: str) -> tuple[str, ...]:
     }[op]
 
 
+def nccl_candidates(op: str) -> tuple[str, ...]:
+    """The algorithms NCCL's tuner chooses from (it has no hierarchical algorithm: `hierarchical`
+    runs only when asked for)."""
+    return {"all_reduce": ("ring", "tree"), "all_to_all": ("direct",), "send_recv": ("direct",)}.get(op, ("ring",))
+
+
 def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbytes: float) -> tuple[str, list[Step]]:
     """Resolve `auto` to the candidate with the smallest uncontended estimate; return (name, steps)."""
     host_of = network.topology.host_of
@@ -331,7 +337,7 @@ def nccl_schedule(
 def plan(
     network: Network, op: str, algorithm: str, protocol: str, group: Sequence[str], nbytes: float
 ) -> tuple[nccl.Plan, list[Step], nccl.StepCosts]:
-    """NCCL's tuner: the (algorithm, protocol) of least estimated time (`auto` tries every candidate)
+    """NCCL's tuner: the (algorithm, protocol) of least estimated time (`auto` tries NCCL's candidates)
     with its schedule and step costs. On the analytical backend the schedule runs as one slice (its
     time is then the tuner's closed form: base + sum of step latency and bandwidth times)."""
     if op not in OPS:
@@ -343,7 +349,7 @@ def plan(
     pipelined = not isinstance(network, AnalyticalNetwork)
     protocols = nccl.PROTOCOLS if protocol == "auto" else (protocol,)
     best: tuple[nccl.Plan, list[Step], nccl.StepCosts] | None = None
-    for algo in candidates(op) if algorithm == "auto" else (algorithm,):
+    for algo in nccl_candidates(op) if algorithm == "auto" else (algorithm,):
         try:
             steps = nccl_schedule(op, algo, group, nbytes, host_of)
         except ValueError:
