@@ -5,9 +5,14 @@ returns the Figure and writes nothing unless given a `path`; `dcsim run --out` w
 Generic plots (every workload kind):
 - `timeline`: Gantt chart of the first part of the run, one lane per device stream / NIC / tier,
   coloured by resource;
-- `utilisation`: busy fraction of every resource over time (sim/report/resources.py);
+- `utilisation`: busy time of every resource over time (sim/report/resources.py), beside the link
+  table's two utilisations of the busiest link of every kind;
 - `tier_bytes`: bytes read and written per memory/storage tier (HBM from kernels' bytes);
-- `link_utilisation`: the busiest links;
+- `link_utilisation`: the busiest links, each with both utilisations of the link table.
+Both plots use the link table's definitions, labelled on the axes: bytes over capacity
+(bytes / (capacity x run time), how much of the link's bandwidth was used) and busy time (busy time /
+run time, how long it carried at least one flow); the bottleneck report's link (`bounding_link`)
+is always drawn and named. Lines differ in colour, linestyle, marker and width, so none hides another;
 - `topology` (sim/report/plot_topology.py): the switch graph with hosts aggregated, links coloured by
   utilisation.
 A kind's own plots live with it (sim/workloads/<kind>/plots.py) and come through its `plots(result)`
@@ -117,36 +122,121 @@ def timeline(
     return finish(fig, path)
 
 
+BYTES_OVER_CAPACITY = "bytes / (capacity x run time)"
+BUSY_TIME = "busy time / run time"
+_LINESTYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*")
+
+
+def line_style(k: int) -> dict:
+    """Style of the k-th line of a plot: linestyle, marker and width all differ between neighbours,
+    and earlier (wider) lines stay visible under later ones with the same values."""
+    return {
+        "linestyle": _LINESTYLES[k % len(_LINESTYLES)],
+        "marker": _MARKERS[k % len(_MARKERS)],
+        "linewidth": max(3.0 - 0.4 * k, 1.0),
+        "alpha": 0.85,
+        "markersize": 4,
+    }
+
+
+def run_time_of(links: pd.DataFrame) -> float | None:
+    """The run time the link table's utilisation was computed over (bytes / (capacity x run time))."""
+    used = links[(links["utilisation"] > 0) & (links["bytes"] > 0)]
+    if used.empty:
+        return None
+    row = used.iloc[0]
+    return float(row["bytes"] / (row["capacity_bytes_per_s"] * row["utilisation"]))
+
+
+def link_kind_summary(links: pd.DataFrame, sim_time_s: float | None = None) -> pd.DataFrame:
+    """Per link kind that carried bytes, its busiest link by bytes over capacity: `link`,
+    `bytes_over_capacity` (the link table's utilisation) and `busy_fraction` (busy time / run time)."""
+    run_s = sim_time_s or run_time_of(links)
+    used = links[links["bytes"] > 0].sort_values(["utilisation", "link"], ascending=[False, True])
+    top = used.groupby("kind", sort=True).head(1)
+    busy = top["busy_s"] / run_s if run_s else np.nan
+    return pd.DataFrame(
+        {"kind": top["kind"], "link": top["link"], "bytes_over_capacity": top["utilisation"], "busy_fraction": busy}
+    ).reset_index(drop=True)
+
+
 def utilisation(
     spans: pd.DataFrame,
     bins: int = 200,
     title: str = "Utilisation per resource",
     path=None,
     window_s: float | None = None,
+    links: pd.DataFrame | None = None,
+    bounding_link: str | None = None,
 ):
-    """Busy fraction (% of the resource's instances busy) of every resource over time."""
+    """Left: busy time of every resource over time (share of its instances with a span open). Right,
+    from the link table (the numbers links.png draws): for every link kind its busiest link's bytes
+    over capacity and busy time over the run, so links that never appear as spans (the switch fabric)
+    are shown too; `bounding_link` (the bottleneck report's link) is named."""
     util = utilisation_over_time(spans, bins=bins, window_s=window_s)
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, axes = plt.subplots(
+        1,
+        2 if links is not None else 1,
+        figsize=(13, 4.2),
+        gridspec_kw={"width_ratios": [3, 1.3]} if links is not None else None,
+    )
+    ax = axes[0] if links is not None else axes
     if util.empty:
         ax.text(0.5, 0.5, "no spans recorded", ha="center", va="center", transform=ax.transAxes)
     else:
         scale, unit = time_scale(float(util.index.max()))
-        for resource in util.columns:
-            ax.step(
+        for k, resource in enumerate(util.columns):
+            ax.plot(
                 util.index * scale,
                 util[resource] * 100,
-                where="mid",
+                drawstyle="steps-mid",
                 label=label(resource),
                 color=resource_color(resource),
-                linewidth=1.3,
+                markevery=(k % 7 * max(len(util) // 40, 1), max(len(util) // 6, 1)),
+                **line_style(k),
             )
         ax.set_xlabel(f"simulated time ({unit})")
         ax.set_ylim(-2, 105)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="busy time", title_fontsize=8)
         ax.grid(alpha=0.3)
-    ax.set_ylabel("busy (% of instances)")
-    ax.set_title(title)
+    ax.set_ylabel("busy time (% of instances with a span open)")
+    ax.set_title(title, fontsize=10)
+    if links is not None:
+        _link_kind_bars(axes[1], links, window_s, bounding_link)
     return finish(fig, path)
+
+
+def _link_kind_bars(ax, links: pd.DataFrame, sim_time_s: float | None, bounding_link: str | None) -> None:
+    summary = link_kind_summary(links, sim_time_s)
+    if bounding_link and bounding_link in set(links["link"]) and bounding_link not in set(summary["link"]):
+        row = links[links["link"] == bounding_link].iloc[0]
+        run_s = sim_time_s or run_time_of(links)
+        extra = {
+            "kind": row["kind"],
+            "link": bounding_link,
+            "bytes_over_capacity": row["utilisation"],
+            "busy_fraction": row["busy_s"] / run_s if run_s else np.nan,
+        }
+        summary = pd.concat([summary, pd.DataFrame([extra])], ignore_index=True)
+    if summary.empty:
+        ax.text(0.5, 0.5, "no link carried bytes", ha="center", va="center", transform=ax.transAxes)
+    y = np.arange(len(summary))
+    ax.barh(y - 0.2, summary["bytes_over_capacity"] * 100, height=0.4, label=BYTES_OVER_CAPACITY, color="tab:blue")
+    ax.barh(
+        y + 0.2, summary["busy_fraction"] * 100, height=0.4, label=BUSY_TIME, color="tab:gray", hatch="//", alpha=0.7
+    )
+    names = [
+        f"{'memory tier' if k == 'memory' else label(k)}: {link}"
+        + ("\n(bounds the run)" if link == bounding_link else "")
+        for k, link in zip(summary["kind"], summary["link"])
+    ]
+    ax.set_yticks(y, names, fontsize=7)
+    ax.set_ylim(len(summary) - 0.5, -0.5)
+    ax.set_xlim(0, 105)
+    ax.set_xlabel("% of the run (busiest link of each kind)")
+    ax.set_title("links over the run (link table)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
 
 
 def tier_bytes(links: pd.DataFrame, spans: pd.DataFrame | None = None, title: str = "Bytes per memory tier", path=None):
@@ -199,31 +289,56 @@ def _bytes_scale(n: float) -> tuple[float, str]:
     return 1.0, "B"
 
 
-def link_utilisation(links: pd.DataFrame, top: int = 16, per_kind: int = 4, title: str = "Busiest links", path=None):
-    """Horizontal bars of the busiest links: the `per_kind` busiest of every link kind (NIC, NVLink,
-    fabric, PCIe, memory), then the busiest others up to `top`; coloured by kind."""
+def link_utilisation(
+    links: pd.DataFrame,
+    top: int = 16,
+    per_kind: int = 4,
+    title: str = "Busiest links",
+    path=None,
+    sim_time_s: float | None = None,
+    bounding_link: str | None = None,
+):
+    """The busiest links: the `per_kind` busiest of every link kind (NIC, NVLink, fabric, PCIe,
+    memory), then the busiest others up to `top`, and always `bounding_link`. Two bars per link, the
+    two utilisations of the link table: bytes over capacity (solid, coloured by kind) and busy time
+    over the run (hatched grey: the link carried at least one flow)."""
     ranked = links[links["bytes"] > 0].sort_values(["utilisation", "link"], ascending=[False, True])
     chosen = ranked.groupby("kind", sort=False).head(per_kind)
     rest = ranked.drop(chosen.index).head(max(top - len(chosen), 0))
     df = pd.concat([chosen, rest]).sort_values(["utilisation", "link"], ascending=[False, True]).head(max(top, 1))
-    fig, ax = plt.subplots(figsize=(9, 0.3 * max(len(df), 4) + 1.5))
+    if bounding_link and bounding_link not in set(df["link"]) and bounding_link in set(links["link"]):
+        df = pd.concat([df, links[links["link"] == bounding_link]])
+    run_s = sim_time_s or run_time_of(links)
+    fig, ax = plt.subplots(figsize=(12, 0.42 * max(len(df), 4) + 1.6))
     if df.empty:
         ax.text(0.5, 0.5, "no link carried bytes", ha="center", va="center", transform=ax.transAxes)
+    y_of = {i: k for k, i in enumerate(df.index)}
     for kind, part in df.groupby("kind", sort=True):
-        y = [df.index.get_loc(i) for i in part.index]
+        y = np.array([y_of[i] for i in part.index])
         ax.barh(
-            y,
+            y - 0.18,
             part["utilisation"] * 100,
+            height=0.36,
             color=resource_color("memory:x" if kind == "memory" else kind),
-            label=label(kind) if kind != "memory" else "memory tier",
+            label=f"{label(kind) if kind != 'memory' else 'memory tier'}: {BYTES_OVER_CAPACITY}",
+        )
+    if run_s and len(df):
+        ax.barh(
+            np.arange(len(df)) + 0.18,
+            df["busy_s"] / run_s * 100,
+            height=0.36,
+            color="lightgray",
+            edgecolor="dimgray",
+            hatch="//",
+            label=f"all kinds: {BUSY_TIME}",
         )
     ax.set_yticks(range(len(df)))
-    ax.set_yticklabels(df["link"], fontsize=7)
+    ax.set_yticklabels([f"{n}  (bounds the run)" if n == bounding_link else n for n in df["link"]], fontsize=7)
     ax.set_ylim(len(df) - 0.5, -0.5)
     ax.set_xlim(0, 105)
-    ax.set_xlabel("utilisation over the run (% of link capacity)")
+    ax.set_xlabel(f"% of the run: {BYTES_OVER_CAPACITY} (solid), {BUSY_TIME} (hatched)")
     if len(df):
-        ax.legend(fontsize=8, loc="lower right", title="link kind", title_fontsize=8)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="link kind", title_fontsize=8)
     ax.set_title(title)
     return finish(fig, path)
 
@@ -242,15 +357,28 @@ class RunPlots:
         return timeline(self._r.spans, **{"title": self._title("timeline"), **kw})
 
     def utilisation(self, **kw):
-        return utilisation(
-            self._r.spans, **{"title": self._title("utilisation per resource"), "window_s": self._r.sim_time_s, **kw}
-        )
+        defaults = {
+            "title": self._title("utilisation per resource"),
+            "window_s": self._r.sim_time_s,
+            "links": self._r.links,
+            "bounding_link": self._bounding_link(),
+        }
+        return utilisation(self._r.spans, **{**defaults, **kw})
+
+    def _bounding_link(self) -> str | None:
+        report = self._r.bottleneck or {}
+        return report.get("link")
 
     def tier_bytes(self, **kw):
         return tier_bytes(self._r.links, self._r.spans, **{"title": self._title("bytes per memory tier"), **kw})
 
     def links(self, **kw):
-        return link_utilisation(self._r.links, **{"title": self._title("busiest links"), **kw})
+        defaults = {
+            "title": self._title("busiest links"),
+            "sim_time_s": self._r.sim_time_s,
+            "bounding_link": self._bounding_link(),
+        }
+        return link_utilisation(self._r.links, **{**defaults, **kw})
 
     def topology(self, **kw):
         from sim.report.plot_topology import topology

@@ -3,8 +3,11 @@
 Axis labels carry units read from the column name's suffix (README.md's naming contract: `_s`, `_bytes`,
 `_bytes_per_s`, `_flop_per_s`, `_per_s`, `_j`, `_w`, `_usd`). Swept values written with units
 ("64 MiB", "400 Gbit/s") are converted to SI numbers with hardware_models.units, so the axis is
-numeric and labelled in the base unit; values that are neither numbers nor quantities (algorithm
-names) become categories. Other swept keys split the points into one line per combination.
+numeric and labelled in the base unit, with ticks written with unit prefixes (500 µs, 132 GB/s,
+64 MiB; sim/report/quantities.py); values that are neither numbers nor quantities (algorithm names,
+'on' / 'off', booleans) become categories: one tick per value in the order they first appear. Other
+swept keys split the points into one line per combination; lines differ in marker and linestyle and
+categorical points are offset a little per line, so no line hides another.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from hardware_models.units import parse_quantity  # noqa: E402
 from sim.errors import ScenarioError  # noqa: E402
 from sim.report.output import atomic_path  # noqa: E402
+from sim.report.quantities import format_quantity  # noqa: E402
+from sim.report.quantities import unit_of as quantity_unit  # noqa: E402
 
 # (pattern on the last dotted part of a column name, unit); first match wins
 _UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
@@ -68,6 +75,38 @@ def numeric_axis(values: pd.Series, name: str) -> tuple[pd.Series | None, str]:
     return None, ""
 
 
+_TICK_UNITS = {"s": "s", "B": "B", "B/s": "B/s", "J": "J", "W": "W", "FLOP/s": "FLOP/s", "fraction": "%"}
+_STYLES = (("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--"), ("X", "-."), ("*", ":"))
+
+
+def tick_formatter(unit: str):
+    """Tick labels with unit prefixes for a physical unit (None: plain numbers)."""
+    shown = _TICK_UNITS.get(unit)
+    if shown is None:
+        return None
+    return FuncFormatter(lambda v, _pos: format_quantity(float(v), shown))
+
+
+def _format_axis(axis, unit: str, log: bool) -> None:
+    formatter = tick_formatter(unit)
+    if formatter is None:
+        return
+    if log and unit == "B":
+        axis.set_major_locator(LogLocator(base=4))  # 1 MiB, 4 MiB, 16 MiB ...
+    axis.set_major_formatter(formatter)
+    if log:
+        axis.set_minor_formatter(NullFormatter())
+
+
+def categories(values: pd.Series) -> list[str]:
+    """Distinct values as text, in the order they first appear (booleans as 'on' / 'off')."""
+    return list(dict.fromkeys(_category(v) for v in values))
+
+
+def _category(v) -> str:
+    return ("on" if v else "off") if isinstance(v, (bool, np.bool_)) else str(v)
+
+
 def plot_metric(
     df: pd.DataFrame,
     metric: str,
@@ -85,15 +124,33 @@ def plot_metric(
     rows = df[(df["status"] == "ok") if "status" in df.columns else slice(None)].dropna(subset=[metric, key])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     x_num, x_unit = numeric_axis(rows[key], key) if len(rows) else (None, "")
-    x = x_num if x_num is not None else rows[key].astype(str)
-    groups = rows.groupby(list(by), sort=False, dropna=False) if by else [((), rows)]
-    for group, part in groups:
+    cats = categories(rows[key]) if x_num is None else []
+    x = x_num if x_num is not None else rows[key].map(lambda v: float(cats.index(_category(v))))
+    groups = list(rows.groupby(list(by), sort=False, dropna=False)) if by else [((), rows)]
+    width = 0.3 if len(groups) > 1 else 0.0  # categorical points of the lines side by side
+    for k, (group, part) in enumerate(groups):
         group = group if isinstance(group, tuple) else (group,)
-        order = x[part.index].sort_values(kind="stable").index if x_num is not None else part.index
-        name = ", ".join(f"{k}={v}" for k, v in zip(by, group)) or None
-        ax.plot(x[order], pd.to_numeric(part.loc[order, metric], errors="coerce"), marker="o", label=name)
-    if x_num is not None and len(x_num) and x_num.min() > 0 and x_num.max() / x_num.min() >= 100:
+        order = x[part.index].sort_values(kind="stable").index
+        name = ", ".join(f"{k}={_category(v)}" for k, v in zip(by, group)) or None
+        shift = (k / max(len(groups) - 1, 1) - 0.5) * width if x_num is None else 0.0
+        marker, linestyle = _STYLES[k % len(_STYLES)]
+        ax.plot(
+            x[order] + shift,
+            pd.to_numeric(part.loc[order, metric], errors="coerce"),
+            marker=marker,
+            linestyle=linestyle,
+            alpha=0.85,
+            label=name,
+        )
+    log_x = bool(x_num is not None and len(x_num) and x_num.min() > 0 and x_num.max() / x_num.min() >= 100)
+    if log_x:
         ax.set_xscale("log")
+    if x_num is None:
+        ax.set_xticks(range(len(cats)), cats)
+        ax.set_xlim(-0.5, len(cats) - 0.5)
+    else:
+        _format_axis(ax.xaxis, x_unit if x_unit in _TICK_UNITS else quantity_unit(key), log_x)
+    _format_axis(ax.yaxis, unit_of(metric), False)
     ax.set_xlabel(label(key, x_unit if x_num is not None else ""))
     ax.set_ylabel(label(metric))
     ax.set_title(title or f"{metric} vs {key}")
