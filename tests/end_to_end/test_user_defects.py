@@ -233,3 +233,123 @@ def test_hw_show_of_every_catalog_entry_has_no_bare_long_floats():
             code, out, _ = cli("hw", "show", name)
             values = [line[24:].split("   (")[0] for line in out.splitlines()[1:] if "source" not in line]
             assert code == 0 and not [v for v in values if re.search(r"\d\.\d{5,}|e[-+]\d", v)], (name, out)
+
+
+# ---- dcsim models: the presets, and docs/models.md ----------------------------------------------
+
+
+def test_models_lists_every_preset_with_its_size_shape_and_source():
+    from sim.models import dit, transformer
+
+    code, out, _ = cli("models")
+    assert code == 0
+    for name in [*transformer.PRESETS, *dit.PRESETS, "dcn", "wukong", "dhen"]:
+        assert f"\n{name}  " in out
+    block = out.split("\nllama3-8b  ")[1].split("\n\n")[0]
+    assert "8.03 billion parameters" in block and "16.1 GB" in block and "32 layers" in block
+    assert "arXiv 2407.21783" in block
+    code, out, _ = cli("models", "--json")
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert rows["llama3-405b"]["params"] == transformer.PRESETS["llama3-405b"].params
+    assert rows["moviegen-30b"]["workloads"] == "training"
+
+
+def test_models_page_in_the_docs_is_up_to_date():
+    from sim.models.presets import models_markdown
+
+    page = (ROOT / "docs" / "models.md").read_text()
+    assert page == models_markdown(), "regenerate: dcsim models --markdown > docs/models.md"
+    assert "docs/models.md" in (ROOT / "README.md").read_text()
+
+
+# ---- scenario descriptions say what the scenario does ---------------------------------------------
+
+SHIPPED = sorted((ROOT / "scenarios").glob("*.yaml"))
+
+
+def _description_overrides(text: str) -> list[tuple[str, str]]:
+    """The `--set k=v` and `--grid k=v1,v2` a description tells the reader to try, as (key, --set
+    text) pairs, one per value (`a|b|c` alternatives and grid values one by one; `N` is a
+    placeholder; prose punctuation after an argument is not part of it)."""
+    import re
+    import shlex
+
+    from sim.studies.sweep import parse_axis
+
+    tries = []
+    for match in re.finditer(r"(--set|--grid)\s+", text):
+        lexer = shlex.shlex(text[match.end() :], posix=True)
+        lexer.whitespace_split = True
+        arg = lexer.get_token() or ""
+        while arg and arg[-1] in ",.;:)" and not (arg[-1] == ")" and arg.count("(") >= arg.count(")")):
+            arg = arg[:-1]
+        key, _, value = arg.partition("=")
+        if re.fullmatch(r"[A-Z]", value):
+            continue
+        if match.group(1) == "--grid":
+            tries += [(key, f"{key}={json.dumps(v)}") for v in parse_axis(arg)[1]]
+        else:
+            tries += [(key, f"{key}={v.strip()}") for v in value.split("|")]
+    return tries
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_what_a_description_tells_the_reader_to_try_is_valid(path):
+    """Every key and value a description suggests is one the scenario takes (the result may still be
+    refused for a reason the description gives, e.g. a stage that no longer fits in memory)."""
+    import re
+
+    from sim.errors import ScenarioError
+
+    description = load_scenario(path).description
+    assert description.strip(), "every shipped scenario says what it does"
+    for key, override in _description_overrides(description):
+        try:
+            load_scenario(path, [override])
+        except ScenarioError as err:
+            assert err.path != key, f"{path.name}: the description suggests {override}, which fails: {err}"
+    for mentioned in re.findall(r"[\w-]+\.yaml", description):
+        assert (ROOT / "scenarios" / mentioned).is_file(), mentioned
+
+
+def test_a_collective_description_that_compares_algorithms_runs_them_or_says_how():
+    """'ring vs hierarchical' in a description that runs only hierarchical must say how to run the
+    ring (allreduce-2x8-h100 did not)."""
+    import re
+
+    for path in SHIPPED:
+        scenario = load_scenario(path)
+        if scenario.kind != "collective":
+            continue
+        text = scenario.description.lower()
+        for name in ("ring", "tree", "hierarchical", "direct"):
+            compared = re.search(rf"\b{name}\s+(vs|versus)\b|\b(vs\.?|versus)\s+{name}\b", text)
+            if compared and name != scenario.workload.algorithm:
+                assert re.search(rf"workload\.algorithm=[\w,]*\b{name}\b", text), (
+                    f"{path.name} compares with {name} but runs {scenario.workload.algorithm}"
+                )
+
+
+# ---- the notebooks extra, the README ---------------------------------------------------------------
+
+
+def test_notebooks_extra_installs_what_opening_and_executing_the_notebooks_needs():
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {re.split(r"[<>=\[ ]", req)[0].lower() for req in extras["notebooks"]}
+    assert {"jupyterlab", "nbconvert", "nbclient", "nbformat", "ipykernel"} <= names
+    readme = (ROOT / "README.md").read_text()
+    assert 'pip install -e ".[notebooks]" && jupyter lab notebooks/' in readme
+
+
+def test_readme_speaks_to_any_reader_and_says_how_to_get_either_torch_build():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    assert not re.search(r"\b(these|this) (machines?|vm|cpu)\b|development vm", readme, re.IGNORECASE)
+    setup = readme.split("## Set-up")[1].split("\n## ")[0]
+    assert "pip install -e . && dcsim run scenarios/allreduce-2x8-h100.yaml" in setup
+    assert 'pip install torch==2.13.0 && pip install -e ".[test,validate]" && python -m pytest' in setup
+    assert "CUDA" in setup and "CPU-only" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
