@@ -5,6 +5,7 @@
     dcsim plan SCENARIO.yaml [--set k=v ...] [--json]
     dcsim schema
     dcsim hw list | dcsim hw show NAME [--json]
+    dcsim models [--json | --markdown]
     dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
                    [--measured FILE [--scenario S.yaml]]
     dcsim sweep SCENARIO.yaml --grid k=v1,v2 [--zip k=v1,v2] [--workers N | --dask ADDRESS] --out DIR
@@ -221,6 +222,24 @@ def _with_unit(value, dimension: str | None, name: str) -> str:
     return f"{value:.4g}"
 
 
+def cmd_models(args) -> int:
+    from sim.models.presets import model_presets, models_markdown, params_text
+
+    if args.markdown:
+        print(models_markdown(), end="")
+        return 0
+    presets = model_presets()
+    if args.json:
+        print(json.dumps([p.as_dict() for p in presets], indent=1))
+        return 0
+    print("Model presets: a scenario writes `workload.model: NAME` (DLRM: `workload.dense`); docs/models.md")
+    for p in presets:
+        print(f"\n{p.name}  {p.kind}  ({p.key} in {p.workloads})")
+        for label, text in (("size", params_text(p)), ("shape", p.shape), ("source", p.source)):
+            print(f"  {label:7s}{text}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dcsim", description="Discrete-event simulator of ML datacenters")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -263,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name")
     show.add_argument("--json", action="store_true", help="the raw spec as JSON (SI base units)")
     h.set_defaults(func=cmd_hw)
+    m = sub.add_parser("models", help="the model presets a scenario can name (LLMs, video DiTs, DLRM)")
+    m.add_argument("--json", action="store_true", help="one JSON list")
+    m.add_argument("--markdown", action="store_true", help="the docs page (docs/models.md)")
+    m.set_defaults(func=cmd_models)
     w = sub.add_parser("sweep", help="many runs over a grid of overrides (parquet/csv table, resumable)")
     w.add_argument("scenario")
     w.add_argument(
