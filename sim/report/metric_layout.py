@@ -256,7 +256,7 @@ def _flat(name: str, value: Mapping, doc: str | None, metrics: Mapping) -> list[
         return [(name, ", ".join(f"{k} {v:,}" for k, v in value.items()))]  # e.g. parallelism: tp 8, cp 1 ...
     out = []
     for k, v in value.items():
-        unit = unit_of(k) or "count"
+        unit = unit_of(k) or unit_of(name) or "count"  # a name's unit holds for its entries (op_s); a doc's may not
         if isinstance(v, list):
             out.append((f"{name}.{k}", _list_text(k, v, None, value)))
         elif isinstance(v, dict):

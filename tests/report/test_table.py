@@ -150,6 +150,12 @@ def test_a_lower_bound_larger_than_the_result_says_what_it_bounds():
     assert bound_note("iteration_s", 1.0, None, {}) is None
 
 
+def test_entries_of_a_dict_take_the_unit_of_its_name_else_their_own():
+    rows = dict(layout({"op_s": {"F v0": 0.8674}, "totals": {"batches_delivered": 943, "bytes_sent": 2.0**30}})[0])
+    assert rows["op_s.F v0"] == "867.4 ms"
+    assert rows["totals.batches_delivered"] == "943" and rows["totals.bytes_sent"] == "1 GiB"
+
+
 def test_same_keyed_dicts_share_a_table_and_the_bottleneck_stage_is_marked():
     metrics = GOLDEN["scenarios/ingest-video-curation.yaml"]
     _, sections = layout(metrics, docs_of("ingestion"))
