@@ -1,6 +1,7 @@
 """`dcsim validate`: measure, calibrate on primitives, predict compositions, compare.
 
     dcsim validate [--device cpu|cuda] [--quick] [--json] [--out DIR] [--compare RECORDS]
+    dcsim validate --measured FILE [--scenario S.yaml] [--json] [--out DIR]   (validation/measured/)
 
 1. Measure (skipped with --compare): single-process primitives (primitives.py), the 2-process session
    (distributed.py: send/recv, all-reduce, all-to-all, ring attention pass-KV/pass-Q), the
@@ -244,6 +245,12 @@ def validate(
 
 def main(args) -> int:
     """Entry point of `dcsim validate` (sim/cli.py imports this lazily)."""
+    if getattr(args, "measured", None):  # a run the user measured: validation/measured/
+        from validation.measured.report import main as measured_main
+
+        return measured_main(args)
+    if getattr(args, "scenario", None):
+        raise ScenarioError("--scenario goes with --measured FILE", path="--scenario", value=args.scenario)
     out = args.out or "dcsim-validate"
     result = validate(args.device, args.quick, out, args.compare)
     if args.json:
