@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import time
+import warnings
 from pathlib import Path
 
 
@@ -56,15 +57,17 @@ def _profile(torch, step, path: Path, steps: int, warmup_steps: int) -> None:
     for _ in range(warmup_steps):
         step()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        record_shapes=True,
-        schedule=schedule(wait=0, warmup=1, active=steps),
-        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-    ) as prof:
-        for _ in range(steps + 1):
-            step()
-            prof.step()
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            record_shapes=True,
+            schedule=schedule(wait=0, warmup=1, active=steps),
+            on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+        ) as prof:
+            for _ in range(steps + 1):
+                step()
+                prof.step()
 
 
 def profile_mlp(

@@ -88,6 +88,7 @@ class _Builder:
         self.last_kernel_so_far: list[int] = []  # filled while walking: ids known at a sync (see sync)
         self.issues: list[tuple[int, str]] = []  # (mark node id, thread) of c10d collective calls, in order
         self.syncs: list[tuple[int, float]] = []  # (node id, measured start) of synchronising calls
+        self.pinned: set[int] = set()  # nodes others depend on: later measured time is not merged into them
 
     def add(self, track: str, kind: str, name: str, cat: str, measured_s: float = 0.0, start: float = 0.0, **kw):
         node = Node(len(self.nodes), track, kind, name, cat, measured_s, measured_start_s=start, **kw)
@@ -98,7 +99,8 @@ class _Builder:
         if seconds <= 0:
             return
         last = self.nodes[-1] if self.nodes else None
-        if last is not None and last.track == track and last.kind == "busy" and last.category == cat:
+        mergeable = last is not None and last.id not in self.pinned
+        if mergeable and last.track == track and last.kind == "busy" and last.category == cat:
             last.measured_s += seconds  # merge adjacent measured time of one kind
             return
         self.add(track, "busy", name, cat, seconds, start)
@@ -131,6 +133,7 @@ class _Builder:
             corr = ev.args.get("correlation")
             if corr is not None:
                 self.launch_node[corr] = node.id
+                self.pinned.add(node.id)
                 self.launch_event[corr] = ev
         elif cat in MODELLED and not any(
             PRIORITY.get(category(c.record), 0) >= PRIORITY[cat] or LAUNCH_RE.match(c.name)
