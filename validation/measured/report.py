@@ -62,8 +62,12 @@ def _errors(cases) -> dict:
 
 
 def summary(measured: Measured, target: Target) -> dict:
-    cats = sorted({c.category for c in measured.cases}, key=lambda c: (CATEGORY_ORDER + (c,)).index(c))
-    overall = _errors(measured.cases)
+    def order(cat: str) -> int:
+        return (CATEGORY_ORDER + (cat,)).index(cat)
+
+    cats = sorted({c.category for c in measured.cases}, key=order)
+    cases = sorted(measured.cases, key=lambda c: order(c.category))  # steps first, then kernels, collectives
+    overall = _errors(cases)
     return {
         "source": measured.source,
         "target": target.label,
@@ -78,9 +82,9 @@ def summary(measured: Measured, target: Target) -> dict:
                 "signed_rel_error": c.rel_error,
                 "method": c.method,
             }
-            for c in measured.cases
+            for c in cases
         ],
-        "by_category": {cat: _errors([c for c in measured.cases if c.category == cat]) for cat in cats},
+        "by_category": {cat: _errors([c for c in cases if c.category == cat]) for cat in cats},
         "median_rel_error": overall["median_rel_error"],
         "max_rel_error": overall["max_rel_error"],
         "unmatched": [u.__dict__ for u in measured.unmatched],
