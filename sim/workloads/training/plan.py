@@ -15,7 +15,7 @@ from functools import cached_property
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
 from sim.models.training_shapes import backward_pass, recomputed, timed
-from sim.workloads.training.memory import stage_params
+from sim.workloads.training.memory import chunk_params, stage_params
 from sim.workloads.training.schedule import (
     chunk_order,
     last_backward,
@@ -84,14 +84,15 @@ class TrainingPlan:
 
     def segments(self, kind: str, j: int) -> list[tuple[str, tuple, int]]:
         parts, n, last = self._parts, self.layers_per_vstage[j], self.virtual_stages - 1
+        layers = [(f"layer {'fwd' if kind == 'F' else 'bwd'}", n)] if n else []  # a chunk may hold none
         if kind == "F":
             out = [("embedding fwd", parts["embedding fwd"], 1)] if j == 0 else []
-            out.append(("layer fwd", parts["layer fwd"], n))
+            out += [(name, parts[name], count) for name, count in layers]
             if j == last:
                 out.append(("head fwd", parts["head fwd"], 1))
             return out
         out = [("head bwd", parts["head bwd"], 1)] if j == last else []
-        out.append(("layer bwd", parts["layer bwd"], n))
+        out += [(name, parts[name], count) for name, count in layers]
         if j == 0:
             out.append(("embedding bwd", parts["embedding bwd"], 1))
         return out
@@ -105,7 +106,7 @@ class TrainingPlan:
             if name.startswith("embedding"):
                 layers = [0]
             elif name.startswith("head"):
-                layers = [n - 1]
+                layers = [max(n - 1, 0)]
             else:
                 layers = list(range(count)) if kind == "F" else list(range(count - 1, -1, -1))
             for k in layers:
@@ -119,7 +120,7 @@ class TrainingPlan:
         if self.config.fsdp_unit == "chunk":
             return [self.chunk_params[(s, chunk)]]
         tp, n = self.config.parallelism.tp, self.layers_per_vstage[j]
-        units = [self.family.layer_params / tp] * n
+        units = [self.family.layer_params / tp] * n or [0.0]  # an empty chunk: the embedding or the head alone
         if j == 0:
             units[0] += self.family.first_params / tp
         if j == self.virtual_stages - 1:
@@ -145,13 +146,11 @@ class TrainingPlan:
     @cached_property
     def chunk_params(self) -> dict[tuple[int, int], float]:
         """Parameters per GPU of chunk c of stage s."""
-        tp, out = self.config.parallelism.tp, {}
-        for j, n in enumerate(self.layers_per_vstage):
-            params = n * self.family.layer_params
-            params += self.family.first_params if j == 0 else 0
-            params += self.family.last_params if j == self.virtual_stages - 1 else 0
-            out[(j % self.p, j // self.p)] = params / tp
-        return out
+        tp = self.config.parallelism.tp
+        return {
+            (j % self.p, j // self.p): chunk_params(self.family, self.layers_per_vstage, j) / tp
+            for j in range(self.virtual_stages)
+        }
 
     @property
     def optimizer_shards(self) -> int:

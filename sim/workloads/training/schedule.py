@@ -4,7 +4,9 @@ The model's layers are split into `p x v` *virtual stages* (chunks): stage s hol
 s, s + p, s + 2p ... (v chunks per GPU with interleaving, one without). Virtual stage j feeds j + 1;
 the last one computes the loss. `split_layers` balances the layers and, when they do not divide,
 takes the missing layers from the first and last virtual stages (which also hold the embedding and
-the LM head), as Llama 3 did for 126 layers on 16 stages (arXiv 2407.21783 §3.3.2).
+the LM head), as Llama 3 did for 126 layers on 16 stages (arXiv 2407.21783 §3.3.2). With one layer
+per chunk this leaves the first chunk only the embedding and the last only the LM head and loss, as
+that section describes; no other chunk may be empty.
 
 Schedules (the order of ops on each stage; the simulation adds the waits):
 - `1f1b` (PipeDream-Flush / Megatron): stage s runs p - s - 1 warm-up forwards, then alternates one
@@ -38,16 +40,20 @@ class PipeOp:
 
 
 def split_layers(layers: int, virtual_stages: int) -> list[int]:
-    """Layers per virtual stage: balanced, the shortfall taken from the ends first (ValueError if a
-    virtual stage would get none)."""
-    if layers < virtual_stages:
-        raise ValueError(f"{layers} layers cannot fill {virtual_stages} (virtual) pipeline stages")
+    """Layers per virtual stage: balanced, the shortfall taken from the ends first. The first and
+    last virtual stages may end up empty (they still hold the embedding / the LM head); ValueError
+    if any other would."""
     base = -(-layers // virtual_stages)
     counts = [base] * virtual_stages
     deficit = base * virtual_stages - layers
     ends = [i // 2 if i % 2 == 0 else virtual_stages - 1 - i // 2 for i in range(virtual_stages)]
     for i in range(deficit):
         counts[ends[i % virtual_stages]] -= 1
+    if min(counts[1:-1], default=1) < 1 or min(counts) < 0:
+        raise ValueError(
+            f"{layers} layers cannot fill {virtual_stages} (virtual) pipeline stages: only the first and the "
+            f"last may hold no layer (at least {max(virtual_stages - 2, 1)} layers)"
+        )
     return counts
 
 

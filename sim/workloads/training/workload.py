@@ -35,9 +35,10 @@ Metrics: `iteration_s` (mean over iterations), `tokens_per_s`, `tflop_per_s_per_
 `mfu` (that over the GPU's dense BF16 peak, also with `gemm_dtype: fp8`), `hfu` (executed FLOPs,
 recomputation included), `bubble_fraction`, `exposed_comm_fraction` (time the GPUs wait for
 communication not hidden under kernels; with the bubble and the kernel time it splits the run:
-`breakdown_s` per iteration), `peak_memory_per_gpu_bytes` (training_memory.py; a job that does not
-fit is a load-time error with the numbers), `memory_per_gpu_bytes` (breakdown of the fullest stage),
-`memory_per_stage_bytes`, `op_s` (one forward / backward pass per virtual stage, e.g. "F v0"),
+`breakdown_s` per iteration), `peak_memory_per_gpu_bytes` (training/memory.py: each stage at the
+peak of its schedule; a job that does not fit is a load-time error with the numbers),
+`memory_per_gpu_bytes` (breakdown of the fullest stage), `memory_per_stage_bytes`, `op_s` (one
+forward / backward pass per virtual stage, e.g. "F v0"),
 `iteration_s_each`, `model_flop_per_iteration`, `micro_batches`, `layers_per_virtual_stage`, and the fidelity
 used: `simulated_ranks`, `replica_classes`, `replay`.
 """
@@ -228,7 +229,8 @@ class Config(WorkloadBase):
             gb = {k: v / 1e9 for k, v in worst.as_dict().items()}
             raise ScenarioError(
                 f"stage {worst.stage} needs {gb['total']:.1f} GB per GPU (weights {gb['weights']:.1f} + grads "
-                f"{gb['grads']:.1f} + optimizer {gb['optimizer']:.1f} + activations {gb['activations']:.1f} + "
+                f"{gb['grads']:.1f} + optimizer {gb['optimizer']:.1f} + activations {gb['activations']:.1f} "
+                f"({worst.layers_in_flight} layer-micro-batches in flight) + "
                 f"working {gb['working']:.1f} + reserved {gb['reserved']:.1f}) but {hardware.gpu.name} has "
                 f"{capacity / 1e9:.1f} GB; {_memory_advice(cfg)}",
                 path="workload.parallelism",
@@ -240,7 +242,9 @@ def _memory_advice(cfg: Config) -> str:
     """What could make a job fit, given what it already does."""
     tips = [
         {"none": "recompute: selective or full", "selective": "recompute: full"}.get(cfg.recompute, ""),
-        "schedule: 1f1b (fewer activations in flight)" if cfg.schedule == "interleaved_1f1b" else "",
+        "more virtual_stages or schedule: 1f1b (fewer activations in flight)"
+        if cfg.schedule == "interleaved_1f1b"
+        else "",
         "data_parallel: fsdp" if cfg.data_parallel == "ddp" else "",
         "grad_dtype: bf16" if cfg.grad_dtype == "fp32" else "",
         "a smaller micro_batch_size" if cfg.micro_batch_size > 1 else "",
