@@ -85,7 +85,6 @@ class _Builder:
         self.nodes: list[Node] = []
         self.launch_node: dict[int, int] = {}  # correlation id -> node id of the launching call
         self.launch_event: dict[int, Event] = {}
-        self.last_kernel_so_far: list[int] = []  # filled while walking: ids known at a sync (see sync)
         self.issues: list[tuple[int, str]] = []  # (mark node id, thread) of c10d collective calls, in order
         self.syncs: list[tuple[int, float]] = []  # (node id, measured start) of synchronising calls
         self.pinned: set[int] = set()  # nodes others depend on: later measured time is not merged into them

@@ -275,9 +275,7 @@ def collective_of(op: OpRecord, args: dict | None = None) -> CollectiveCall | No
     if "In msg nelems" in args:
         e = ELEMENT_BYTES.get(TORCH_DTYPES.get(str(args.get("dtype", "float")), "fp32"), 4)
         nelems = float(args.get("In msg nelems") or 0)
-        if kind == "reduce_scatter":
-            nelems = float(args.get("In msg nelems") or 0)
-        elif kind == "all_gather":
+        if kind == "all_gather":
             nelems = float(args.get("Out msg nelems") or nelems * (group or 1))
         return CollectiveCall(kind, nelems * e, group)
     t = _tensor_dims(op)

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sim.errors import ScenarioError
 from sim.network.collectives import OPS, collective
 from sim.workloads.trace_replay.graph import Node, RankGraph
 
@@ -55,6 +56,13 @@ class Replay:
         self.index = [self._collective_index(g) for g in graphs]
         self.meetings: dict[tuple, dict] = {}
         self.group = [cluster.devices[i].node for i in range(len(graphs))]
+        counts = {g.rank: sum(1 for key in idx.values() if key[0] == "coll") for g, idx in zip(graphs, self.index)}
+        if len(set(counts.values())) > 1:
+            raise ScenarioError(
+                "ranks recorded different numbers of collectives (profile the same steps on every rank)",
+                path="workload.trace",
+                value=counts,
+            )
 
     @staticmethod
     def _collective_index(g: RankGraph) -> dict[int, tuple]:
