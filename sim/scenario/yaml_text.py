@@ -31,4 +31,8 @@ UserYamlLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|
 
 def load_yaml(stream: Any) -> Any:
     """Parse YAML text or an open file (safe loader, YAML 1.2 booleans)."""
-    return yaml.load(stream, Loader=UserYamlLoader)  # noqa: S506 - UserYamlLoader is a SafeLoader
+    loader = UserYamlLoader(stream)  # what yaml.safe_load does, with this loader (a SafeLoader)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()

@@ -121,6 +121,8 @@ def test_hw_list_and_show():
     code, out, _ = cli("hw", "list")
     assert code == 0 and "h100-sxm" in out and "cx7-400g-rdma" in out
     code, out, _ = cli("hw", "show", "nvlink4")
+    assert code == 0 and "450 GB/s (3.6 Tbit/s)" in out  # units: tests/end_to_end/test_user_defects.py
+    code, out, _ = cli("hw", "show", "nvlink4", "--json")
     assert code == 0 and json.loads(out)["bandwidth"] == 450e9
 
 
