@@ -14,6 +14,7 @@ every failure into a one-line `ScenarioError`.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -262,10 +263,14 @@ def scenario_from_dict(data: dict, base_dir: str | Path | None = None) -> Scenar
 
 
 def validation_error(exc: ValidationError, data: Any) -> ScenarioError:
-    """The first pydantic error as a one-line ScenarioError with a dotted key path."""
-    err = exc.errors(include_url=False)[0]
-    loc = [str(p) for p in err["loc"]]
-    loc = _drop_union_tags(loc, data)
+    """The first pydantic error as a one-line ScenarioError with a dotted key path. Where the value
+    failed every member of a union (`bytes: one size or a list`), the member whose error goes
+    deepest into what the user wrote says the most (`workload.bytes.1`, not the scalar member's)."""
+    errors = exc.errors(include_url=False)
+    first = _user_path(errors[0]["loc"], data)
+    same_value = [e for e in errors if _user_path(e["loc"], data)[: len(first)] == first]
+    err = max(same_value, key=lambda e: len(_user_path(e["loc"], data)))  # the first of equals
+    loc = _user_path(err["loc"], data)
     path = ".".join(loc) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
@@ -277,18 +282,28 @@ def validation_error(exc: ValidationError, data: Any) -> ScenarioError:
     return ScenarioError(msg, path=path, value=err.get("input"))
 
 
-def _drop_union_tags(loc: list[str], data: Any) -> list[str]:
-    """Pydantic puts the discriminator tag (e.g. 'collective') into locations; users never wrote it."""
+# how pydantic names a union member or validator step in a location: 'function-before[<lambda>(), float]',
+# "literal['all']", 'list[int]', 'int', 'str', 'is-instance[Peak]', 'HostRequest', 'definition-ref'
+_LIBRARY_SEGMENT = re.compile(r"^([a-z][a-z-]*\[.*\]|str|int|float|bool|none|definition-ref|[A-Z]\w*)$")
+
+
+def _user_path(loc: tuple | list, data: Any) -> list[str]:
+    """A pydantic location as the keys the user wrote: the discriminator tags (e.g. 'collective')
+    and the validation library's names of union members and validators are dropped."""
     out, node = [], data
-    for part in loc:
-        if isinstance(node, dict) and part not in node and node.get("kind") == part:
-            continue
-        if isinstance(node, dict) and part not in node and part.startswith(("function-", "list[", "str", "dict[")):
+    for raw in loc:
+        part = str(raw)
+        written = (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and part.lstrip("-").isdigit() and -len(node) <= int(part) < len(node)
+        )
+        if not written and isinstance(node, dict) and node.get("kind") == part:
+            continue  # the discriminator tag of a workload union
+        if not written and _LIBRARY_SEGMENT.match(part):
             continue
         out.append(part)
         if isinstance(node, dict):
             node = node.get(part)
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and written:
             node = node[int(part)]
         else:
             node = None

@@ -353,3 +353,32 @@ def test_readme_speaks_to_any_reader_and_says_how_to_get_either_torch_build():
     assert "pip install -e . && dcsim run scenarios/allreduce-2x8-h100.yaml" in setup
     assert 'pip install torch==2.13.0 && pip install -e ".[test,validate]" && python -m pytest' in setup
     assert "CUDA" in setup and "CPU-only" in setup and "--index-url https://download.pytorch.org/whl/cpu" in setup
+
+
+# ---- key paths name what the user wrote ------------------------------------------------------------
+
+LEAK_BASE = """
+name: t
+hardware: {nodes: 2}
+workload: {kind: collective, bytes: "1 MiB"}
+"""
+
+
+@pytest.mark.parametrize(
+    "override, path",
+    [
+        ("workload.bytes=fast", "workload.bytes"),
+        ("workload.bytes=[1 MiB, fast]", "workload.bytes.1"),  # the list member says which item
+        ("workload.group=[a]", "workload.group.0"),
+        ("workload.group=x", "workload.group"),
+        ("workload.background=[{src: 0, dst: 1, bytes: x}]", "workload.background.0.bytes"),
+        ("hardware.gpu={base: h100-sxm, power_cap: x}", "hardware.gpu.power_cap"),
+        ("workload={kind: collective}", "workload.bytes"),
+    ],
+)
+def test_error_key_paths_never_carry_validation_library_internals(tmp_path, override, path):
+    code, _, err = cli("check", write(tmp_path, LEAK_BASE), "--set", override)
+    line = one_line_error(err)
+    assert code == 2 and f": {path}: " in line, line
+    for internal in ("function-", "literal[", "list[", "[<lambda>", "float]", "is-instance"):
+        assert internal not in line
