@@ -227,6 +227,8 @@ def apply_override(data: dict, parts: list[str], value: Any) -> None:
 
 def read_yaml(path: str | Path) -> Any:
     p = Path(path)
+    if p.is_dir():
+        raise ScenarioError("is a directory; give a scenario YAML file in it (e.g. DIR/NAME.yaml)", file=str(path))
     if not p.is_file():
         raise ScenarioError("file not found", file=str(path))
     try:

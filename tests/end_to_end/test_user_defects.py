@@ -382,3 +382,14 @@ def test_error_key_paths_never_carry_validation_library_internals(tmp_path, over
     assert code == 2 and f": {path}: " in line, line
     for internal in ("function-", "literal[", "list[", "[<lambda>", "float]", "is-instance"):
         assert internal not in line
+
+
+# ---- a directory given as a scenario ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["run"], ["check"], ["plan"], ["sweep", "--grid", "seed=1", "--out", "OUT"]])
+def test_a_directory_given_as_a_scenario_says_it_is_a_directory(tmp_path, command):
+    args = [str(tmp_path / "o") if a == "OUT" else a for a in command]
+    code, _, err = cli(args[0], str(ROOT / "scenarios"), *args[1:])
+    line = one_line_error(err)
+    assert code == 2 and "is a directory" in line and "not found" not in line
