@@ -2,10 +2,13 @@
 docs/scenario-reference.md), so the documentation cannot drift from the code.
 
 The page walks `Scenario`: one table per model (key path, type, default, description), nested
-models as their own sections under their key path (`hardware.topology`, `workload.background[]`),
-one section per workload kind of the registry (sim/workloads/__init__.py) with the first paragraph
-of its package docstring and the metrics it documents, and the catalog names a hardware field accepts. Types with units say which strings they
-accept (`"96 GiB"`, `"400 Gbit/s"`, `"2 us"`).
+models as their own sections under their key path (`hardware.topology`), the keys a job of
+`workloads:` adds, then one section per workload kind of the registry (sim/workloads/__init__.py)
+with the first paragraph of its package docstring, its fields, its nested mappings under their
+`workload.` key paths with headings prefixed by the kind (`training: workload.parallelism` and
+`cp_inference: workload.parallelism` are different sections), and the metrics it documents; the
+catalog names a hardware field accepts. Types with units say which strings they accept (`"96 GiB"`,
+`"400 Gbit/s"`, `"2 us"`).
 """
 
 from __future__ import annotations
@@ -111,23 +114,35 @@ def _first_paragraph(text: str | None) -> str:
     return " ".join((text or "").strip().split("\n\n")[0].split())
 
 
-def _table(model: type[BaseModel], path: str, unit_of: dict[int, str], found: list) -> list[str]:
-    """The field table of `model` (keys relative to `path`); nested models go to `found`."""
+def _table(
+    model: type[BaseModel], path: str, unit_of: dict[int, str], found: list, only: tuple[str, ...] = ()
+) -> list[str]:
+    """The field table of `model` (keys relative to `path`; `only`: just these fields); nested models
+    go to `found`."""
     lines = ["| key | type | default | description |", "|---|---|---|---|"]
     for name, field in model.model_fields.items():
+        if only and name not in only:
+            continue
         key = f"{path}.{name}" if path else name
         desc = (field.description or "").replace("|", "\\|") + _constraints(field)
         kind = type_name(field.annotation, field.metadata, unit_of)
         if name == "workload" and not path:
-            kind = "mapping: one of the workload kinds below, chosen by `kind`"
+            kind = "mapping: one of the [workload kinds](#workload-kinds), chosen by `kind`"
+        elif name == "workloads" and not path:
+            kind = (
+                "list of jobs: a workload of any kind plus `name` and `hosts` ([several jobs](#several-jobs-workloads))"
+            )
         else:
             found.extend((f"{key}[]" if in_list else key, sub) for sub, in_list in _models_in(field.annotation))
         lines.append(f"| `{name}` | {kind} | {_default(field)} | {desc} |")
     return lines + [""]
 
 
-def _nested_sections(found: list, unit_of: dict[int, str], documented: dict) -> list[str]:
-    """One section per model type (breadth first), listing every key path that uses it."""
+def _nested_sections(
+    found: list, unit_of: dict[int, str], documented: dict, level: str = "###", label: str = ""
+) -> list[str]:
+    """One section per model type (breadth first), listing every key path that uses it; headings
+    at `level`, prefixed with `label` (the workload kind) so that no two sections share a heading."""
     out = []
     queue = list(found)
     while queue:
@@ -138,7 +153,7 @@ def _nested_sections(found: list, unit_of: dict[int, str], documented: dict) -> 
         queue = []
         for sub, keys in uses.items():
             documented[sub] = keys
-            out += [f"### {', '.join(f'`{k}`' for k in keys)} ({sub.__name__})", ""]
+            out += [f"{level} {label}{', '.join(f'`{k}`' for k in keys)} ({sub.__name__})", ""]
             section = _CATALOG_SECTION.get(sub.__name__)
             if section:
                 out += [
@@ -155,14 +170,16 @@ def _nested_sections(found: list, unit_of: dict[int, str], documented: dict) -> 
     return out
 
 
-def _metrics_table(metrics) -> list[str]:
+def _metrics_table(kind: str, metrics) -> list[str]:
     """The metrics a kind documents (its `metrics`: name -> meaning, unit), as a table."""
     rows = [f"| `{name}` | {meaning.replace('|', '/')} |" for name, meaning in metrics.items()]
-    return ["#### Metrics", "", "| metric | meaning, unit |", "|---|---|", *rows, ""]
+    return [f"#### {kind}: metrics", "", "| metric | meaning, unit |", "|---|---|", *rows, ""]
 
 
 def scenario_reference_markdown() -> str:
-    """The whole reference page."""
+    """The whole reference page: the top level and `hardware`, the jobs of `workloads:`, then one
+    section per workload kind holding its fields and every nested mapping under its own key paths."""
+    from sim.scenario.jobs import JobConfig
     from sim.scenario.model import Scenario
     from sim.workloads import WORKLOADS
 
@@ -176,7 +193,8 @@ def scenario_reference_markdown() -> str:
         "",
         'Quantities accept units (`"400 Gbit/s"`, `"96 GiB"`, `"2 us"`, `"800 TFLOP/s"`). Unknown '
         "keys are errors. Any key can be overridden from the command line with `--set key.path=value`; "
-        "`[]` in a key path marks a list of mappings.",
+        "`[]` in a key path marks a list of mappings. Model presets (`workload.model: NAME`): "
+        "docs/models.md.",
         "",
         "## Scenario (top level)",
         "",
@@ -184,10 +202,22 @@ def scenario_reference_markdown() -> str:
     found: list = []
     out += _table(Scenario, "", unit_of, found)
     out += _nested_sections(found, unit_of, documented)
+    jobs = [m for m, _ in _models_in(JobConfig)]
+    out += [
+        "## Several jobs (`workloads:`)",
+        "",
+        "Instead of `workload:`, `workloads:` lists jobs that share the cluster. Each job is a workload of one "
+        "of the kinds below, written with the same keys as under `workload:` (its key paths read "
+        "`workloads[].KEY` where a kind's section says `workload.KEY`), plus:",
+        "",
+    ]
+    found = []
+    out += _table(jobs[0], "workloads[]", unit_of, found, only=("name", "hosts")) if jobs else []
+    out += _nested_sections(found, unit_of, documented)
     out += [
         "## Workload kinds",
         "",
-        "`workload.kind` selects one of the kinds below; each has its own fields and metrics.",
+        "`workload.kind` selects one of the kinds below; each has its own fields, nested mappings and metrics.",
         "",
     ]
     for workload in sorted(WORKLOADS, key=lambda w: w.kind):
@@ -196,9 +226,8 @@ def scenario_reference_markdown() -> str:
         out += [f"### kind: `{workload.kind}`", "", f"Module `{package}`. {doc}", ""]
         found = []
         out += _table(workload.config_class, "workload", unit_of, found)
-        out += [
-            line.replace("### ", "#### ", 1) if line.startswith("### ") else line
-            for line in _nested_sections(found, unit_of, documented)
-        ]
-        out += _metrics_table(workload.metrics)
+        # the kind's own mappings (a model shared with another kind is repeated there); hardware specs
+        # (a worker's `nic`, `gpu`) refer to their section above
+        out += _nested_sections(found, unit_of, dict(documented), level="####", label=f"{workload.kind}: ")
+        out += _metrics_table(workload.kind, workload.metrics)
     return "\n".join(out).rstrip() + "\n"

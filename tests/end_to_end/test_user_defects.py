@@ -393,3 +393,24 @@ def test_a_directory_given_as_a_scenario_says_it_is_a_directory(tmp_path, comman
     code, _, err = cli(args[0], str(ROOT / "scenarios"), *args[1:])
     line = one_line_error(err)
     assert code == 2 and "is a directory" in line and "not found" not in line
+
+
+# ---- the scenario reference is sectioned per workload kind ------------------------------------------
+
+
+def test_scenario_reference_has_one_section_per_heading_and_each_kinds_mappings_under_it():
+    import collections
+
+    from sim.scenario.schema_doc import scenario_reference_markdown
+    from sim.workloads import kinds
+
+    page = scenario_reference_markdown()
+    headings = [line for line in page.splitlines() if line.startswith("#")]
+    assert [h for h, n in collections.Counter(headings).items() if n > 1] == []
+    sections = page.split("\n### kind: ")
+    by_kind = {s.split("`")[1]: s for s in sections[1:]}
+    assert set(by_kind) == set(kinds())
+    assert "#### training: `workload.parallelism` (TrainingParallelism)" in by_kind["training"]
+    assert "#### cp_inference: `workload.parallelism` (CpInferenceParallelism)" in by_kind["cp_inference"]
+    assert "workloads[].parallelism" not in page  # jobs use the kinds' sections: workloads[].KEY = workload.KEY
+    assert "## Several jobs (`workloads:`)" in page
