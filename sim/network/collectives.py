@@ -38,6 +38,7 @@ from sim.network.analytical import AnalyticalNetwork
 from sim.network.base import Flow, Network
 from sim.network.pipeline import run_pipelined
 
+RAIL_FLOWS_MAX = 32768  # flows per step of a rail-ring schedule: fewer channels beyond (very large groups)
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical", "direct", "auto")
 
@@ -75,7 +76,8 @@ def rail_rings(group: Sequence[str], host_of: Callable[[str], int | None]) -> li
     """NCCL's channels of a flat ring on rails: with H >= 2 hosts of L ranks each, L rings; ring c
     visits every host's ranks in the order c, c+1, ..., c-1, so it leaves a host from local rank
     c-1's NIC and enters the next at local rank c's: every NIC sends and receives one ring's
-    traffic. Otherwise the group itself (one ring)."""
+    traffic (at most RAIL_FLOWS_MAX / n rings: on 16K ranks, 2 channels). Otherwise the group
+    itself (one ring)."""
     hosts: dict[int | None, list[str]] = {}
     for d in group:
         hosts.setdefault(host_of(d), []).append(d)
@@ -84,7 +86,8 @@ def rail_rings(group: Sequence[str], host_of: Callable[[str], int | None]) -> li
     if None in hosts or len(local) < 2 or len(sizes) != 1 or sizes == {1}:
         return [list(group)]
     L = sizes.pop()
-    return [[g[(c + j) % L] for g in local for j in range(L)] for c in range(L)]
+    channels = max(1, min(L, RAIL_FLOWS_MAX // len(group)))  # bounded flows per step (event count)
+    return [[g[(c + j) % L] for g in local for j in range(L)] for c in range(channels)]
 
 
 def parallel(per_group: list[list[Step]]) -> list[Step]:
