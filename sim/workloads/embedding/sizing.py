@@ -23,8 +23,8 @@ def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
     tier_flows = 2 * n * max(1, len(cfg.placements) - 1)
     flows = 3 * a2a + 2 * allreduce.flows + tier_flows
     kernels = n * (3 * (len(cfg.dense.bottom_mlp) + len(cfg.dense.top_mlp) + 2) + 4)
-    per_iter = Estimate(
-        events=EVENTS_PER_FLOW * flows + EVENTS_PER_KERNEL * kernels + 2 * allreduce.events,
+    per_iter = Estimate(  # a collective's flows run as its steps: their events are allreduce.events
+        events=EVENTS_PER_FLOW * (3 * a2a + tier_flows) + EVENTS_PER_KERNEL * kernels + 2 * allreduce.events,
         flows=flows,
         simulated_flows=flows,
         peak_flows=a2a + n,
