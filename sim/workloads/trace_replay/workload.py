@@ -55,9 +55,9 @@ class Retime(StrictModel):
 
 class Scale(StrictModel):
     gemm: float = Field(1.0, gt=0, description="factor on measured GEMM time (with retime.gemm: measured)")
-    attention: float = Field(1.0, gt=0)
-    embedding: float = Field(1.0, gt=0)
-    elementwise: float = Field(1.0, gt=0)
+    attention: float = Field(1.0, gt=0, description="factor on measured attention time")
+    embedding: float = Field(1.0, gt=0, description="factor on measured embedding time")
+    elementwise: float = Field(1.0, gt=0, description="factor on measured elementwise time")
     other: float = Field(1.0, gt=0, description="factor on framework time (ops' own time outside modelled ops)")
     gap: float = Field(1.0, gt=0, description="factor on the gaps between a thread's top-level ops (Python)")
 
@@ -65,11 +65,17 @@ class Scale(StrictModel):
 class Config(WorkloadBase):
     kind: Literal["trace_replay"]
     trace: str | list[str] = Field(description="trace file, list of per-rank files, or a directory")
-    format: Literal["auto", "pytorch", "chakra"] = "auto"
-    retime: Retime = Retime()
-    scale: Scale = Scale()
-    collectives: Literal["network", "measured"] = "network"
-    algorithm: Literal["ring", "tree", "hierarchical", "direct", "auto"] = "auto"
+    format: Literal["auto", "pytorch", "chakra"] = Field(
+        "auto", description="torch.profiler Chrome/Kineto JSON or Chakra execution-graph JSON (auto: by content)"
+    )
+    retime: Retime = Field(Retime(), description="per op category: device model or measured time")
+    scale: Scale = Field(Scale(), description="factors on the times kept as measured, per category")
+    collectives: Literal["network", "measured"] = Field(
+        "network", description="collectives through the network, or their measured durations"
+    )
+    algorithm: Literal["ring", "tree", "hierarchical", "direct", "auto"] = Field(
+        "auto", description="the collectives' algorithm (as kind: collective)"
+    )
     protocol: Literal["auto", "LL", "LL128", "Simple", "lockstep"] = Field(
         "auto", description="NCCL protocol (auto: the tuner's choice; gloo collectives: lockstep steps)"
     )
