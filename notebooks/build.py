@@ -158,7 +158,7 @@ base = load_scenario(ROOT / "scenarios/ingest-dlrm-disaggregated.yaml",
 from sim.studies.cp_scaling import sweep_runs
 sizing = sweep_runs(base, "workload.preprocessing.workers", [8, 9, 10, 11])
 sizing[["workload.preprocessing.workers", "trainer_samples_per_s", "trainer_demand_samples_per_s",
-        "data_stall_fraction", "storage_read_bytes_per_s", "bottleneck"]]"""),
+        "data_stall_fraction", "storage_read_bytes_per_s", "bounding_stage"]]"""),
     code("""
 import matplotlib.pyplot as plt
 fig, ax = plt.subplots(figsize=(7, 4))

@@ -30,6 +30,7 @@ Concepts:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -78,10 +79,30 @@ class SpanTape:
         self.spans += [(t, n, a + offset, b + offset, nb, f, c) for t, n, a, b, nb, f, c in other.spans]
 
     def replay(self, sim: Simulation, component: str, start_s: float, prefix: str = "") -> None:
-        """Record the spans again on `component`, starting at `start_s` (names prefixed)."""
-        for track, name, a, b, nbytes, flop, category in self.spans:
-            sim.span(
-                component, track, prefix + name, start_s + a, start_s + b, nbytes=nbytes, flop=flop, category=category
+        """Record the spans again on `component`, starting at `start_s` (names prefixed), as a chain
+        of causes: each span waited for the last one of the tape that ended at or before its start
+        (the first ones for the current cause), and runs for its own duration. They are recorded in
+        end order, so the one that ends last is the current cause afterwards."""
+        if not self.spans:
+            return
+        spans = sorted(self.spans, key=lambda sp: (sp[3], sp[2]))
+        ends = [sp[3] for sp in spans]
+        ids: list[int] = []
+        entry = sim.cause
+        for track, name, a, b, nbytes, flop, category in spans:
+            k = bisect_right(ends, a, hi=len(ids)) - 1  # the last recorded one ending by this start
+            ids.append(
+                sim.span(
+                    component,
+                    track,
+                    prefix + name,
+                    start_s + a,
+                    start_s + b,
+                    nbytes=nbytes,
+                    flop=flop,
+                    category=category,
+                    after=ids[k] if k >= 0 else entry,
+                )
             )
 
 
@@ -127,22 +148,50 @@ class RecorderTape:
     def _replay_rows(
         self, origin_s: float, starts: np.ndarray, rename: Callable[[int], tuple[str, str]] | None
     ) -> None:
+        """Rows again for each start, with new ids: a cause inside the tape becomes the copy's own,
+        a cause before it (what released the recorded repetition) the previous copy's last span."""
         recorder = self.recorder
-        rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat in self.rows]
+        rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat, *_ in self.rows]
+        ids = [r[8] for r in self.rows]
+        inside = {sid: k for k, sid in enumerate(ids)}
+        last = max(range(len(rows)), key=lambda k: (rows[k][4], k)) if rows else -1
+        prev_ids = ids  # ids of the previous copy's rows (first: the recorded repetition)
         for i, base in enumerate(starts.tolist(), start=1):
-            kept = rows
+            first = recorder.next_id
+            recorder.next_id += len(rows) + self.dropped
+            new_ids = list(range(first, first + len(rows)))
+            entry = prev_ids[last] if last >= 0 else -1
+
+            def mapped(ref: int) -> int:
+                k = inside.get(ref)
+                return new_ids[k] if k is not None else entry
+
+            causes = [(mapped(r[9]), mapped(r[10])) for r in self.rows]
+            kept = len(rows)
             if recorder.limit is not None:
                 room = max(0, recorder.limit - len(recorder.rows))
                 recorder.dropped += max(0, len(rows) - room) + self.dropped
-                kept = rows[:room]
-            if rename is None:
-                recorder.rows.extend((c, t, n, base + s, base + e, b, f, cat) for c, t, n, s, e, b, f, cat in kept)
-                continue
-            old, new = rename(i)
+                kept = min(kept, room)
+            old, new = rename(i) if rename is not None else ("", "")
             recorder.rows.extend(
-                (c, t, new + n[len(old) :] if n.startswith(old) else n, base + s, base + e, b, f, cat)
-                for c, t, n, s, e, b, f, cat in kept
+                (
+                    c,
+                    t,
+                    new + n[len(old) :] if old and n.startswith(old) else n,
+                    base + s,
+                    base + e,
+                    b,
+                    f,
+                    cat,
+                    sid,
+                    after,
+                    until,
+                )
+                for (c, t, n, s, e, b, f, cat), sid, (after, until) in zip(rows[:kept], new_ids, causes)
             )
+            prev_ids = new_ids
+        if rows and recorder.env is not None:
+            recorder.env.cause = prev_ids[last]  # what follows the copies waited for the last of them
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
         calls = self.calls

@@ -9,6 +9,19 @@ recorder, so two simulations in one process never influence each other.
 - `Recorder` stores spans (component, track, name, start, end, bytes, flop): what ran where and
   when (`span` records one, `spans` many at once). Metrics, plots and the Chrome trace are all
   derived from these spans.
+
+Causes. Every span has an id and two references to the spans that released it, so the critical path
+(sim/report/critical_path.py) is walked through real dependencies instead of guessed from times:
+- `until`: what its end waited for. The environment carries a *current cause* (`env.cause`, a span
+  id or -1): an event takes the cause current when it is scheduled (a timeout when created, any
+  other event when triggered), and processing an event makes its cause current again; recording a
+  span makes that span the current cause. So a kernel timed by a timeout ends by the cause current
+  when it started (itself: its own duration), while a span that waited for others - a stream
+  holding a collective, a step waiting for the last of its flows - ends by the last of them.
+- `after`: what its start waited for, where the recorder cannot see it (given by the caller:
+  the network records a flow at its end with the cause current when it was started); -1: the
+  same as `until` (a kernel recorded right at its end by the process that timed it).
+A span id is handed out for every span offered, kept or dropped past the recorder's limit.
 """
 
 from __future__ import annotations
@@ -17,13 +30,16 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
 from itertools import count
 
 import numpy as np
 import pandas as pd
 import simpy
+from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
 
-SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"]
+SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category", "id", "after", "until"]
+NO_CAUSE = -1  # a span or event released by nothing recorded (the start of the run, an arrival)
 
 
 REPORT_EVERY = 1 << 10  # events between progress reports of `CountingEnvironment.run`
@@ -43,6 +59,32 @@ class CountingEnvironment(simpy.Environment):
     def __init__(self, initial_time: float = 0) -> None:
         super().__init__(initial_time)
         self.events_processed = 0
+        self.cause = NO_CAUSE  # the span that released what is being processed now (module docstring)
+
+    def schedule(self, event: simpy.Event, priority: EventPriority = NORMAL, delay: float = 0) -> None:
+        """SimPy's `schedule`; the event takes the current cause."""
+        event._cause = self.cause  # type: ignore[attr-defined]
+        heappush(self._queue, (self._now + delay, priority, next(self._eid), event))  # type: ignore[attr-defined]
+
+    def step(self) -> None:
+        """SimPy's `step`; the processed event's cause becomes the current cause."""
+        try:
+            self._now, _, _, event = heappop(self._queue)  # type: ignore[attr-defined]
+        except IndexError:
+            raise EmptySchedule from None
+        self.cause = event._cause  # type: ignore[attr-defined]
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:  # as SimPy's step: the rest of the callbacks run when the run resumes
+            event.callbacks = callbacks[callbacks.index(callback) + 1 :]
+            self.schedule(event, EventPriority(-1))
+            raise
+        if not event._ok and not hasattr(event, "_defused"):
+            exc = type(event._value)(*event._value.args)
+            exc.__cause__ = event._value
+            raise exc
 
     def run(self, until: float | simpy.Event | None = None, report: Callable[[int], None] | None = None):
         """SimPy's `run`, counting events. `report(n)` (with an event `until` or none), if given, is
@@ -54,7 +96,7 @@ class CountingEnvironment(simpy.Environment):
             if until.callbacks is None:  # processed already
                 return until.value
             until.callbacks.append(_defuse_failure)
-        step = super().step
+        step = self.step
         processed = 0
         try:
             if report is not None:
@@ -67,11 +109,11 @@ class CountingEnvironment(simpy.Environment):
                 while until.callbacks is not None:
                     step()
                     processed += 1
-        except simpy.core.EmptySchedule:
+        except EmptySchedule:
             if until is not None:
                 raise RuntimeError(f'No scheduled events left but "until" event was not triggered: {until}') from None
             return None
-        except simpy.core.StopSimulation as stop:  # env.exit() or a stop callback: the event is queued again
+        except StopSimulation as stop:  # env.exit() or a stop callback: the event is queued again
             return stop.args[0]
         except BaseException:
             processed += 1  # a failed event crashed the run: it was processed
@@ -105,13 +147,13 @@ class CountingEnvironment(simpy.Environment):
             report(since)
 
     def _run_until_time(self, until: float):
-        base_step = super().step
+        base_step = CountingEnvironment.step.__get__(self)
 
         def counting_step() -> None:
             self.events_processed += 1
             try:
                 base_step()
-            except simpy.core.EmptySchedule:
+            except EmptySchedule:
                 self.events_processed -= 1  # nothing was processed
                 raise
 
@@ -130,7 +172,8 @@ def _defuse_failure(event: simpy.Event) -> None:
 
 @dataclass
 class Recorder:
-    """Spans of activity. `limit` caps how many are kept (None: all); totals stay exact."""
+    """Spans of activity with their causes (module docstring). `limit` caps how many are kept (None:
+    all); totals stay exact. `env`: the environment whose current cause spans take and set."""
 
     limit: int | None = None
     rows: list[tuple] = field(default_factory=list)
@@ -138,6 +181,8 @@ class Recorder:
     # callables(component, track, category, start_s, end_s, units) that see every span, kept or
     # dropped, so activity accounting (sim/engine/activity.py) stays exact past `limit`
     observers: list = field(default_factory=list)
+    env: CountingEnvironment | None = None
+    next_id: int = 0  # the id of the next span offered
 
     def span(
         self,
@@ -150,20 +195,57 @@ class Recorder:
         flop: float = 0.0,
         category: str = "",
         units: float = 1.0,
-    ) -> None:
+        after: int | None = None,
+        until: int | None = None,
+    ) -> int:
+        """Record one span; returns its id, which becomes the current cause. `until` defaults to
+        `after` where that is given (a span timed by itself from a known start; NO_CAUSE: released by
+        nothing recorded), else to the current cause; `after` defaults to `until` (module docstring)."""
         for observe in self.observers:
             observe(component, track, category, start_s, end_s, units)
+        sid = self.next_id
+        self.next_id = sid + 1
+        env = self.env
+        if until is None:
+            until = after if after is not None else (env.cause if env is not None else NO_CAUSE)
+        if env is not None:
+            env.cause = sid
         if self.limit is not None and len(self.rows) >= self.limit:
             self.dropped += 1
-            return
-        self.rows.append((component, track, name, start_s, end_s, nbytes, flop, category))
+            return sid
+        self.rows.append(
+            (
+                component,
+                track,
+                name,
+                start_s,
+                end_s,
+                nbytes,
+                flop,
+                category,
+                sid,
+                until if after is None else after,
+                until,
+            )
+        )
+        return sid
 
     def spans(
-        self, components: list[str], tracks, names: list[str], start_s, end_s, nbytes=0.0, category: str = ""
-    ) -> None:
+        self,
+        components: list[str],
+        tracks,
+        names: list[str],
+        start_s,
+        end_s,
+        nbytes=0.0,
+        category: str = "",
+        after: int = NO_CAUSE,
+    ) -> int:
         """Many one-unit spans at once: what `span` per component does, in order, without the per-span
-        calls (`tracks`, `start_s`, `end_s`, `nbytes`: one value for all or one per span). Observers
-        with `observe_many` (sim/engine/activity.py SpanActivity) take them in bulk."""
+        calls (`tracks`, `start_s`, `end_s`, `nbytes`: one value for all or one per span), all started
+        by `after` and ended by their own durations (flows of one transfer). The one that ends last
+        becomes the current cause; returns its id. Observers with `observe_many`
+        (sim/engine/activity.py SpanActivity) take them in bulk."""
         components, names, n = list(components), list(names), len(components)
         tracks = [tracks] * n if isinstance(tracks, str) else list(tracks)
         starts, ends, sizes = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (start_s, end_s, nbytes))
@@ -174,6 +256,11 @@ class Recorder:
                 continue
             for c, t, s, e in zip(components, tracks, starts.tolist(), ends.tolist()):
                 observe(c, t, category, s, e, 1.0)
+        first = self.next_id
+        self.next_id = first + n
+        last = first + int(np.argmax(ends)) if n else NO_CAUSE
+        if self.env is not None and n:
+            self.env.cause = last
         keep = n if self.limit is None else max(0, min(n, self.limit - len(self.rows)))
         self.dropped += n - keep
         self.rows.extend(
@@ -186,8 +273,12 @@ class Recorder:
                 sizes[:keep].tolist(),
                 [0.0] * keep,
                 [category] * keep,
+                range(first, first + keep),
+                [after] * keep,
+                [after] * keep,
             )
         )
+        return last
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
@@ -201,7 +292,7 @@ class Simulation:
     def __init__(self, seed: int = 0, span_limit: int | None = 200_000) -> None:
         self.seed = int(seed)
         self.env = CountingEnvironment()
-        self.recorder = Recorder(limit=span_limit)
+        self.recorder = Recorder(limit=span_limit, env=self.env)
         self._counters: dict[str, count] = defaultdict(count)
         self._rngs: dict[str, np.random.Generator] = {}
 
@@ -230,11 +321,28 @@ class Simulation:
         flop: float = 0.0,
         category: str = "",
         units: float = 1.0,
-    ) -> None:
-        """Record activity; `units` = parallel resources it occupies (e.g. CPU cores), for accounting."""
-        self.recorder.span(
-            component, track, name, start_s, self.env.now if end_s is None else end_s, nbytes, flop, category, units
+        after: int | None = None,
+    ) -> int:
+        """Record activity (ending now unless `end_s`); `units` = parallel resources it occupies (e.g.
+        CPU cores), for accounting; `after`: what released its start, where that is not the current
+        cause (module docstring). Returns the span's id."""
+        return self.recorder.span(
+            component,
+            track,
+            name,
+            start_s,
+            self.env.now if end_s is None else end_s,
+            nbytes,
+            flop,
+            category,
+            units,
+            after,
         )
+
+    @property
+    def cause(self) -> int:
+        """The current cause: what released the process running now (a span id, or NO_CAUSE)."""
+        return self.env.cause
 
     def process(self, generator):
         return self.env.process(generator)

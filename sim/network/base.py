@@ -66,6 +66,7 @@ class TransferGroup:
     finish_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     on_flow_done: Callable[[np.ndarray], None] | None = None  # called with the indices of flows done at an instant
     key: StepKey | None = None  # the step's key, if it is one
+    cause: int = -1  # the span that released the call (sim/engine/simulation.py, "Causes")
 
 
 class Network:
@@ -254,6 +255,7 @@ class Network:
             np.full(len(srcs), float(self.sim.now)),
             on_flow_done,
             step,
+            self.sim.cause,
         )  # float: now is int 0 at start
         if routed is None:  # no flows
             event.succeed()
@@ -278,9 +280,11 @@ class Network:
         recorder = self.sim.recorder
         if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
             recorder.dropped += len(group.srcs)  # trace full: skip the per-flow work
+            recorder.next_id += len(group.srcs)
+            self.sim.env.cause = recorder.next_id - 1  # a dropped span: the critical path ends there
             return
         if len(group.srcs) <= _SPANS_PER_FLOW_MAX:  # a span per flow, recorded in bulk
-            tracks = track or [self._first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+            tracks = track or [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
             recorder.spans(
                 group.srcs,
                 tracks,
@@ -289,6 +293,7 @@ class Network:
                 group.finish_s,
                 group.nbytes,
                 category="comm",
+                after=group.cause,
             )
             return
         per_src: dict[str, float] = {}
@@ -304,9 +309,10 @@ class Network:
                 end,
                 nbytes=b,
                 category="comm",
+                after=group.cause,
             )
 
-    def _first_link_kind(self, src: str, dst: str) -> str:
+    def first_link_kind(self, src: str, dst: str) -> str:
         """Trace track of a flow: the kind of its first link (scale_up, nic, host, memory)."""
         kind = self._track_cache.get((src, dst))
         if kind is None:

@@ -1,101 +1,104 @@
 """Bottleneck report of a run: the critical path through the recorded spans, the resource that
 bounded it, and the utilisation of every resource.
 
-Critical path. Spans carry no explicit dependencies, so the path is reconstructed from the trace
-the way one reads a Gantt chart backwards: start from the span that ended last; the activity that
-finished last before it started is the one it most plausibly waited for; repeat until time 0.
-Among spans ending at the same instant the path takes a flow rather than the span that waits for
-it (a GPU's `comm` stream holding a collective, a worker's `read` of a split: resources.is_wrapper),
-so communication is charged to what carried it; then the span that started first. A gap between a
-span's start and its predecessor's end (nothing recorded ran: latency, host-side waiting) and
-spans that are waits (category stall/wait) are charged to `idle`. On lock-step workloads - a
-collective whose step ends when its slowest flow ends, a layer that waits for its ring send - this
-walk is exactly the chain of slowest activities.
+Critical path. Walked backwards through the causes every span records (sim/report/critical_path.py):
+each second of the run, from its start to the end of the span that ended last, is charged to one
+span of the path or to the latency between a span and the one it released. Spans recorded without
+causes (a table built by hand, an imported trace) get them inferred from their times by
+`infer_causes`: the activity that finished last before a span started is the one it waited for
+(among equal ends a flow rather than the stream span that waits for it, resources.is_wrapper).
 
-Bounding resource. Every span of the path is charged to its resource (sim/report/resources.py: compute,
-NVLink/scale-up, NIC, PCIe, a memory tier, storage, CPU). A network span is charged to the most
-utilised link of its route (the one it most likely shared) and takes that link's kind: a flow that
-leaves through its NIC but waits on an oversubscribed leaf uplink is `fabric`-bound. The resource
-with the most critical-path seconds bounds the run (`replayed` spans - layers a workload replays
-from simulated ones - are copies of the simulated part and do not compete); for network resources
-the report names the link with the most critical-path seconds and its run-wide utilisation.
+Bounding resource. Every span of the path is charged to its resource (sim/report/resources.py:
+compute, NVLink/scale-up, NIC, PCIe, a memory tier, storage, CPU, a data stall ...); a replayed
+span (a layer a workload replays from a simulated one) to the resource of what it copies. A
+network span is charged to the most utilised link of its route (the one it most likely shared) and
+takes that link's kind: a flow that leaves through its NIC but waits on an oversubscribed leaf
+uplink is `fabric`-bound. The resource with the most critical-path seconds bounds the run; for
+network resources the report names the link with the most critical-path seconds and its
+run-wide utilisation. Time where the path waited with nothing recorded running is `latency`; before
+its first span, `idle`. A workload kind may name what its own waits were (`Workload.bottleneck`):
+training charges the path's time on other pipeline stages to the pipeline bubble, ingestion the
+workers' time to the data stall that bounded its trainers; its reasoning goes under `workload`.
 
 Utilisation. `utilisation` is each resource's busy fraction over the run (mean over the instances
-that appear in the trace); `links` summarises the link table per link kind (max and mean
-utilisation, busiest link); `share_of_critical_path` leaves replayed spans out. When the recorder
-dropped spans (`trace_limit`), the path covers the recorded prefix only; `spans_dropped` says so.
-
-The workload's part. `run_bottleneck(result)` adds what the run's workload kind knows about its own
-bound (`Workload.bottleneck`, e.g. ingestion's closed-form bounding stage) under `workload`.
+that appear in the trace; an instance is busy while one of its spans is open, the definition
+sim/report/resources.py gives every report and plot); `links` summarises the link table per link
+kind (max and mean utilisation, busiest link). When the recorder dropped spans (`trace_limit`) and
+the path reached one, `exact` is false and `partial` says why.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
-from sim.report.resources import busy_by_resource, is_wrapper, label, with_resources
+from sim.report.critical_path import GAP, START, UNRECORDED, as_seen_by, walk
+from sim.report.resources import PHASE_CATEGORIES, WAIT_CATEGORIES, busy_by_resource, is_wrapper, label, with_resources
 from sim.workloads import workload_for
+from sim.workloads.base import PathReading
 
 NETWORK_RESOURCES = ("scale_up", "nic", "host", "fabric")
+RUNNER_UP_SHARE = 0.15  # other resources named in the bottleneck row from this share of the path
 
 
-def critical_path(spans: pd.DataFrame) -> pd.DataFrame:
-    """The spans of the critical path in time order (rows of `spans` with a `resource` column),
-    with `gap_before_s`: idle time between the predecessor's end and this span's start."""
-    spans = with_resources(spans)
-    live = spans[spans["end_s"] > spans["start_s"]]
-    if live.empty:
-        return live.assign(gap_before_s=pd.Series(dtype=float))
-    # order by end; among equal ends the last row is the one the path takes: a span that is not a
-    # wrapper of communication / IO (resources.is_wrapper), then the one that started first
+def infer_causes(spans: pd.DataFrame) -> pd.DataFrame:
+    """`spans` with `id`, `after` and `until` where it has none (see the module docstring): each
+    span waited for the last one (in end order, flows after the stream spans waiting for them, then
+    the one that started first) that ended at or before its start."""
+    if {"id", "after", "until"} <= set(spans.columns):
+        return spans
+    spans = with_resources(spans).reset_index(drop=True)
     wrapper = np.array(
         [
             is_wrapper(r, c)
-            for r, c in zip(live["resource"].to_numpy(dtype=object), live["category"].to_numpy(dtype=object))
+            for r, c in zip(spans["resource"].to_numpy(dtype=object), spans["category"].to_numpy(dtype=object))
         ],
         dtype=bool,
     )
-    order = np.lexsort((-live["start_s"].to_numpy(), ~wrapper, live["end_s"].to_numpy()))
-    ends = live["end_s"].to_numpy()[order]
-    starts = live["start_s"].to_numpy()[order]
-    # predecessor of each span: the last span (in that order) ending at or before its start
-    pred = np.searchsorted(ends, starts, side="right") - 1
-    path = []
-    i = len(order) - 1
-    while i >= 0:
-        path.append(i)
-        i = pred[i]
-    path.reverse()
-    idx = np.asarray(path)
-    prev_end = np.concatenate([[0.0], ends[idx[:-1]]])
-    out = live.iloc[order[idx]].copy()
-    out["gap_before_s"] = np.maximum(starts[idx] - prev_end, 0.0)
-    return out.reset_index(drop=True)
+    order = np.lexsort((-spans["start_s"].to_numpy(), ~wrapper, spans["end_s"].to_numpy()))
+    ends = spans["end_s"].to_numpy()[order]
+    pred = np.searchsorted(ends, spans["start_s"].to_numpy()[order], side="right") - 1
+    ids = np.empty(len(spans), dtype=np.int64)
+    ids[order] = np.arange(len(spans))  # ids in end order: the span that ended last has the largest
+    cause = np.full(len(spans), -1, dtype=np.int64)
+    cause[order] = np.where(pred >= 0, pred, -1)
+    return spans.assign(id=ids, after=cause, until=cause)
+
+
+def critical_path(spans: pd.DataFrame) -> pd.DataFrame:
+    """The spans of the critical path in time order (with `resource`, `charged_s` and `gap_before_s`)."""
+    return with_resources(walk(infer_causes(spans)).spans)
 
 
 def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) -> pd.DataFrame:
-    """`path` with `link` (the most utilised link of each network span's route; the network names
-    flows `... ->dst`) and `resource` refined to that link's kind (a flow that leaves by its NIC
-    but is held up on a leaf uplink is `fabric`-bound). Bulk spans (`name (N flows)`) carry no
-    destination: they get the run's most utilised network link."""
+    """`path` with `link` and `resource` refined by the link table. A flow (named `... ->dst`) is
+    charged to the most utilised link of its route and takes that link's kind (a flow that leaves
+    by its NIC but is held up on a leaf uplink is `fabric`-bound). A bulk transfer (`name (N flows)`,
+    flows everywhere) is charged to the run's most utilised network link; another span on a network
+    resource without a destination (a replayed collective) or a stream span waiting for
+    communication (resources.is_wrapper) to the most utilised network link leaving its component,
+    of its own kind where it names one."""
     path = path.assign(link=None)
     if topology is None or links is None or links.empty or path.empty:
         return path
     util = links["utilisation"].to_numpy()
     kinds = links["kind"].to_numpy()
-    network = np.flatnonzero(kinds != "memory")
-    hottest = int(network[np.argmax(util[network])]) if len(network) else None
     link_names = links["link"].to_numpy(dtype=object)
+    sources = np.array([str(n).split("->", 1)[0] for n in link_names], dtype=object)
+    network = kinds != "memory"
     names, resources = [None] * len(path), path["resource"].to_numpy(dtype=object).tolist()
     routes: dict[tuple[str, str], list[int]] = {}
+    categories = path["category"].to_numpy(dtype=object)
     for i, (comp, name, res) in enumerate(
         zip(path["component"].to_numpy(dtype=object), path["name"].to_numpy(dtype=object), list(resources))
     ):
-        if res not in NETWORK_RESOURCES and not res.startswith(("memory:", "storage:")):
+        wrapper = is_wrapper(res, categories[i])
+        if res not in NETWORK_RESOURCES and not res.startswith(("memory:", "storage:")) and not wrapper:
             continue
-        ids = []
-        if "->" in name:
+        ids: list[int] | np.ndarray = []
+        if "->" in name and not wrapper:
             key = (comp, name.rsplit("->", 1)[1].strip())
             if key not in routes:
                 try:
@@ -103,9 +106,14 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
                 except (KeyError, ValueError):
                     routes[key] = []
             ids = routes[key]
-        elif res in NETWORK_RESOURCES and hottest is not None:
-            ids = [hottest]
-        if not ids:
+        elif res in NETWORK_RESOURCES and name.endswith(" flows)") and network.any():  # a bulk transfer
+            ids = [int(np.flatnonzero(network)[np.argmax(util[network])])]  # its flows go everywhere
+        elif res in NETWORK_RESOURCES or wrapper:
+            own = network & (sources == comp)
+            if res in NETWORK_RESOURCES and (own & (kinds == res)).any():
+                own &= kinds == res
+            ids = np.flatnonzero(own)
+        if len(ids) == 0:
             continue
         busiest = ids[int(np.argmax(util[ids]))]
         names[i] = str(link_names[busiest])
@@ -137,96 +145,139 @@ def bottleneck_report(
     topology=None,
     sim_time_s: float | None = None,
     spans_dropped: int = 0,
+    read: Callable[[pd.DataFrame], PathReading] | None = None,
 ) -> dict:
-    """The report stored as `bottleneck` in summary.json (plain JSON types)."""
+    """The report stored as `bottleneck` in summary.json (plain JSON types). `read(path)`: the
+    workload's reading of the path (`Workload.read_critical_path`)."""
     spans = with_resources(spans)
     window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if len(spans) else 0.0))
-    path = attribute_links(critical_path(spans), topology, links)
-    per_resource = path.groupby("resource")["duration_s"].sum()
-    idle = float(path["gap_before_s"].sum()) if len(path) else 0.0
-    covered = float(path["end_s"].iloc[-1]) if len(path) else 0.0
-    tail = max(window - covered, 0.0) if not spans_dropped else 0.0
-    breakdown = {str(k): float(v) for k, v in per_resource.sort_values(ascending=False, kind="stable").items()}
-    if idle + tail > 0:
-        breakdown["idle"] = breakdown.get("idle", 0.0) + idle + tail
+    causes = infer_causes(spans)
+    walked = walk(causes)
+    path = attribute_links(with_resources(walked.spans), topology, links)
+    reading = read(path) if read is not None else PathReading(path)
+    path = reading.path
+    if reading.seen_by is not None:
+        if str(path["component"].iloc[-1]) != reading.seen_by:  # the path to its last span instead
+            walked = walk(causes, reading.seen_by)
+            path = attribute_links(with_resources(walked.spans), topology, links)
+        waiting_for = reading.waiting_for or (lambda resource, _: resource)
+        path = as_seen_by(path, spans, reading.seen_by, waiting_for, reading.since_s, reading.seen_on_track)
+        walked.idle_s += min(reading.since_s, float(path["end_s"].max()) if len(path) else 0.0)
+    breakdown = path.groupby("resource", sort=False)["charged_s"].sum()
+    breakdown = {str(k): float(v) for k, v in breakdown.items() if v > 0}
+    covered = float(path["end_s"].max()) if len(path) else 0.0
+    extra = {
+        GAP: float(path["gap_before_s"].sum()) if len(path) else 0.0,
+        START: walked.idle_s + max(window - covered, 0.0),  # before the path, and after the last span
+        UNRECORDED: walked.unrecorded_s,
+    }
+    for key, seconds in extra.items():
+        if seconds > 0:
+            breakdown[key] = breakdown.get(key, 0.0) + seconds
+    breakdown = dict(sorted(breakdown.items(), key=lambda kv: -kv[1]))
     total = sum(breakdown.values())
-    busy_resources = {k: v for k, v in breakdown.items() if k not in ("idle", "replayed")}
-    resource = max(busy_resources, key=busy_resources.get) if busy_resources else "idle"
+    busy_resources = {k: v for k, v in breakdown.items() if k not in (START, UNRECORDED)}
+    resource = max(busy_resources, key=busy_resources.__getitem__) if busy_resources else START
+    bounding = {k: v for k, v in busy_resources.items() if k not in reading.not_bounds}
+    if bounding:
+        resource = max(bounding, key=bounding.__getitem__)
+    if reading.bounds_run in breakdown:
+        resource = reading.bounds_run
+    bound = reading.bounded_by.get(resource)
+    utilisation = dict(zip(*_utilisation(spans, window)))
+    utilisation.update(_link_utilisation(links))
+    utilisation.update(reading.utilisation)
     report = {
         "resource": resource,
-        "label": label(resource),
-        "share_of_critical_path": _share(breakdown, resource),
+        "label": label(resource) + (f", bounded by {label(bound)}" if bound else ""),
+        "bounded_by": bound,
+        "share_of_critical_path": breakdown.get(resource, 0.0) / total if total > 0 else 0.0,
         "link": None,
         "link_utilisation": None,
         "critical_path_s": total,
         "critical_path": breakdown,
         "critical_path_spans": len(path),
-        "utilisation": {r: float(u) for r, u in zip(*_utilisation(spans, window))},
+        "exact": walked.exact,
+        "partial": walked.reason or None,
+        "utilisation": {r: float(u) for r, u in sorted(utilisation.items())},
         "links": link_summary(links),
         "spans_dropped": int(spans_dropped),
     }
-    per_link = path[path["resource"] == resource].groupby("link")["duration_s"].sum()
-    if len(per_link):
+    if reading.notes:
+        report["workload"] = reading.notes
+    per_link = path[path["resource"] == resource].groupby("link")["charged_s"].sum()
+    if len(per_link) and links is not None:
         top = per_link.sort_values(ascending=False, kind="stable").index[0]
         report["link"] = str(top)
         report["link_utilisation"] = float(links.loc[links["link"] == top, "utilisation"].iat[0])
     return report
 
 
-def _share(breakdown: dict, resource: str) -> float:
-    """`resource`'s share of the critical path, replayed spans left out (they copy the rest)."""
-    simulated = sum(v for k, v in breakdown.items() if k != "replayed")
-    return breakdown.get(resource, 0.0) / simulated if simulated > 0 else 0.0
-
-
 def _utilisation(spans: pd.DataFrame, window: float):
     table = busy_by_resource(spans, window)
-    table = table[table["resource"] != "idle"]
+    phases = set(WAIT_CATEGORIES.values()) | set(PHASE_CATEGORIES.values())  # waits and phases: not resources
+    table = table[~table["resource"].isin(phases) & ~table["resource"].str.startswith("recovery")]
     return table["resource"].tolist(), table["utilisation"].tolist()
 
 
+def _link_utilisation(links: pd.DataFrame | None) -> dict[str, float]:
+    """Per network link kind: mean over the links that carried bytes of bytes / (capacity x run), the
+    link table's `utilisation` (what links.png draws)."""
+    if links is None or links.empty:
+        return {}
+    used = links[(links["bytes"] > 0) & links["kind"].isin(NETWORK_RESOURCES)]
+    return {str(k): float(v) for k, v in used.groupby("kind")["utilisation"].mean().items()}
+
+
 def summary_rows(report: dict) -> list[tuple[str, str]]:
-    """(name, value) rows for the `dcsim run` table."""
+    """(name, value) rows for the `dcsim run` table: one `bottleneck` row (the bounding resource and
+    any other resource with at least RUNNER_UP_SHARE of the path), the path's shares, busy fractions."""
     if not report:
         return []
+    total = report["critical_path_s"]
+    shares = {k: v / total for k, v in report["critical_path"].items()} if total > 0 else {}
     where = f" on {report['link']} ({report['link_utilisation']:.0%} utilised)" if report.get("link") else ""
     text = f"{report['label']}{where}, {report['share_of_critical_path']:.0%} of critical path"
-    idle = report["critical_path"].get("idle", 0.0) / report["critical_path_s"] if report["critical_path_s"] else 0.0
-    if idle > 0.5:
-        text += f" (the path is {idle:.0%} idle: waiting for arrivals or latency)"
+    others = [
+        f"{label(k)} {v:.0%}"
+        for k, v in shares.items()
+        if k != report["resource"] and k not in (START, UNRECORDED) and v >= RUNNER_UP_SHARE
+    ]
+    if others:
+        text += "; then " + ", ".join(others)
+    if shares.get(START, 0.0) > 0.5:
+        text += f" (the path is {shares[START]:.0%} idle: waiting for arrivals)"
     rows = [("bottleneck", text)]
-    path = ", ".join(
-        f"{label(k)} {v / report['critical_path_s']:.0%}"
-        for k, v in report["critical_path"].items()
-        if report["critical_path_s"] > 0 and v > 0
-    )
+    path = ", ".join(f"{label(k)} {v:.0%}" for k, v in shares.items() if v > 0)
+    if report.get("partial"):
+        path += f" (partial: {report['partial']})"
     rows.append(("critical path", path or "(no spans recorded)"))
     util = ", ".join(f"{label(k)} {v:.0%}" for k, v in sorted(report["utilisation"].items(), key=lambda kv: -kv[1]))
-    rows.append(("busy (mean over instances)", util or "-"))
-    if report.get("workload"):  # the workload kind's own part (run_bottleneck)
+    rows.append(("utilisation (mean over instances)", util or "-"))
+    if report.get("workload"):  # the workload kind's own reading of its path (run_bottleneck)
         rows.append(
             (
-                "workload's own bound",
+                "workload's view",
                 ", ".join(
                     f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in report["workload"].items()
                 ),
             )
         )
     if report.get("spans_dropped"):
-        rows.append(
-            ("trace", f"{report['spans_dropped']} spans dropped (trace_limit): report covers the recorded prefix")
-        )
+        rows.append(("trace", f"{report['spans_dropped']} spans dropped (trace_limit): the trace holds the prefix"))
     return rows
 
 
 def run_bottleneck(result) -> dict:
     """The bottleneck report of a RunResult (sim/report/result.py), with the workload's own part under
     `workload` when its kind adds one (`Workload.bottleneck`, sim/workloads/base.py)."""
-    report = bottleneck_report(
-        result.spans, result.links, result.cluster.topology, result.sim_time_s, result.sim.recorder.dropped
-    )
     config = result.scenario.workload  # None: several jobs
-    extra = workload_for(config.kind).bottleneck(result) if config is not None else {}
-    if extra:
-        report["workload"] = extra
-    return report
+    workload = workload_for(config.kind) if config is not None else None
+    return bottleneck_report(
+        result.spans,
+        result.links,
+        result.cluster.topology,
+        result.sim_time_s,
+        result.sim.recorder.dropped,
+        read=(lambda path: workload.read_critical_path(result, path)) if workload is not None else None,
+    )

@@ -13,7 +13,7 @@ become sub-tables of their own (pure data here; sim/report/table.py draws them w
   when it equals another metric such as iteration_s); parts that are zero are listed in the note.
 - Dicts of numbers with mostly the same keys (embedding's breakdown_s, breakdown_s_critical_gpu and
   planner_estimate_breakdown_s; ingestion's utilisation and stage capacities) share one sub-table,
-  a column each. A row whose key is the value of a text metric (ingestion's `bottleneck`) is marked.
+  a column each. A row whose key is the value of a text metric (ingestion's `bounding_stage`) is marked.
 - Dicts of dicts (embedding's per-table `plan`): a sub-table of the largest rows.
 - Other dicts: one row per entry, `name.key`.
 """

@@ -9,16 +9,26 @@ Span -> resource (`resource_of`): a span's `track` names what it ran on, its `co
 | kernel on a GPU's other streams (`comm` ..) | `gpu:<stream>`       |
 | kernel on a CPU (`compute`/`cpu` tracks of  | `cpu`                |
 | non-GPU components: hosts, pool hosts)      |                      |
-| span with category stall / wait / idle      | `idle`               |
+| span with category `stall` (data stall)     | `stall`              |
+| span with category `bubble`                 | `bubble`             |
+| span with category `fault` / `recovery`     | `recovery`           |
+| span with category `queue`                  | `queueing`           |
+| span with category `fault:<cause>`          | `recovery: <cause>`  |
+| span with category `checkpoint`/`useful`    | `checkpoint`/`useful work` (a fault campaign's phases) |
+| span with category `page_fault`             | `page faults`        |
+| span with category `memory:<tier>` (latency | `memory:<tier>`      |
+| of accesses to that tier)                   |                      |
+| span on track `memory` of a host CPU        | `cpu` (waiting on memory) |
+| span with category wait / idle              | `idle`               |
 | flow whose first link is the scale-up link  | `scale_up` (NVLink)  |
 | flow whose first link is a NIC              | `nic`                |
 | flow over the GPU-host link (PCIe)          | `host` (PCIe)        |
 | flow read from a host memory tier `h0/ddr5` | `memory:ddr5`        |
 | flow read from a pool's medium `stor0/nvme` | `storage:nvme`       |
-| span with category `replayed` or a name     | `replayed`           |
-| ending in `(replayed)` (a layer replayed    |                      |
-| from a simulated one)                       |                      |
 | anything else                               | its track            |
+
+A replayed span (a layer a workload replays from a simulated one, category `replayed`) is the
+resource of its track, as the span it copies.
 
 An *instance* of a resource is one component (one GPU's compute stream, one NIC, one tier node).
 An instance is busy while at least one of its spans is open (overlapping spans count once), so a
@@ -39,7 +49,8 @@ import pandas as pd
 
 _HOST_NODE = re.compile(r"^h\d+/")
 _GPU_NODE = re.compile(r"(^|/)g\d+$")
-WAIT_CATEGORIES = ("stall", "wait", "idle")
+WAIT_CATEGORIES = {"stall": "stall", "bubble": "bubble", "fault": "recovery", "recovery": "recovery"}
+WAIT_CATEGORIES |= {"queue": "queueing", "wait": "idle", "idle": "idle"}
 PHYSICAL_PREFIXES = ("scale_up", "nic", "host", "fabric", "memory:", "storage:")
 
 LABELS = {
@@ -49,8 +60,14 @@ LABELS = {
     "nic": "NIC (scale-out)",
     "fabric": "switch fabric",
     "host": "PCIe host link",
-    "idle": "idle / latency",
-    "replayed": "replayed layers",
+    "idle": "idle (before the path: arrivals, start-up)",
+    "latency": "latency (waits with nothing recorded running)",
+    "unrecorded": "unrecorded (spans dropped by trace_limit)",
+    "stall": "data stall",
+    "bubble": "pipeline bubble",
+    "recovery": "failure recovery",
+    "queueing": "queueing",
+    "useful work": "useful work (iterations kept)",
     "trainer": "trainer (training step)",
 }
 
@@ -69,12 +86,21 @@ def label(resource: str) -> str:
     return resource
 
 
+PHASE_CATEGORIES = {"checkpoint": "checkpoint", "useful": "useful work", "page_fault": "page faults"}
+
+
 def resource_of(component: str, track: str, category: str = "") -> str:
     """The resource key of one span (see the module docstring)."""
-    if category == "replayed":
-        return "replayed"
     if category in WAIT_CATEGORIES:
-        return "idle"
+        return WAIT_CATEGORIES[category]
+    if category in PHASE_CATEGORIES:
+        return PHASE_CATEGORIES[category]
+    if category.startswith("fault:"):
+        return "recovery: " + category[len("fault:") :]
+    if category.startswith("memory:"):
+        return category
+    if track == "memory" and component.endswith("/cpu"):
+        return "cpu"
     if track == "memory":
         tier = component.rsplit("/", 1)[-1]
         return f"memory:{tier}" if _HOST_NODE.match(component) else f"storage:{tier}"
@@ -102,7 +128,6 @@ def with_resources(spans: pd.DataFrame) -> pd.DataFrame:
     names = np.array([resource_of(str(c), str(t), str(g)) for c, t, g in groups.size().index], dtype=object)
     out = spans.copy()
     out["resource"] = names[codes] if len(codes) else np.array([], dtype=object)
-    out.loc[spans["name"].str.endswith("(replayed)").to_numpy(dtype=bool), "resource"] = "replayed"
     return out
 
 

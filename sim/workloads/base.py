@@ -13,7 +13,9 @@ of a `Workload` subclass, listed once in the registry (sim/workloads/__init__.py
 - `estimate(config, hardware, network_model)`: its resource `Estimate` (sim/engine/cost.py) for the
   limits `run` enforces and `dcsim check` prints (sim/scenario/estimate.py adds the topology terms);
 - `plots(result)`: its own plots of a run, as (file stem, draw function taking `path=`);
-- `bottleneck(result)`: its part of the run's bottleneck report (default: nothing extra);
+- `read_critical_path(result, path)`: its reading of the run's critical path (a `PathReading`: the
+  path's spans renamed to the waits it knows, e.g. a pipeline bubble or a data stall, what bounded
+  those waits, busy fractions it measures itself, notes); default: the path as it is;
 - `plan_report(scenario)`: its static plan as a table for `dcsim plan` (default: None, it has none).
 Core code (scenario, report, runner, studies) reaches a kind only through this interface.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
@@ -41,7 +44,7 @@ class WorkloadBase(StrictModel):
 
 
 class RunView(Protocol):
-    """What a workload's `plots` and `bottleneck` may read of a finished run (sim/report/result.py's
+    """What a workload's `plots` and `read_critical_path` may read of a finished run (sim/report/result.py's
     RunResult): the scenario (its `workload` is this kind's config), metrics, spans, link table, cluster."""
 
     scenario: Any
@@ -49,6 +52,36 @@ class RunView(Protocol):
     spans: Any  # pandas DataFrame of recorded spans
     links: Any  # pandas DataFrame of per-link bytes and utilisation
     cluster: Any
+
+
+@dataclass
+class PathReading:
+    """A workload kind's reading of its run's critical path (sim/report/bottleneck.py uses it):
+    - `path`: the path, with the `resource` of spans the kind knows to be waits renamed;
+    - `seen_by`: a component whose view the report takes (sim/report/critical_path.py `as_seen_by`):
+      its busy time charged to what it ran, its idle time to what the path did meanwhile, renamed
+      by `waiting_for(resource, component)` (a GPU's wait on another pipeline stage is the pipeline
+      bubble, a trainer's wait on the workers a data stall), from `since_s` on and along the path to
+      that component's last span;
+    - `bounded_by`: such a wait -> the resource that bounded it (the data stall -> `cpu`);
+    - `utilisation`: busy fractions the kind measures itself (its metrics' definition), which the
+      report shows instead of the span-based ones for those resources;
+    - `notes`: what else it knows (plain JSON types), shown as the report's `workload` part;
+    - `bounds_run`: the path's resource that bounds the run where that is not the one with the most
+      path time (a pipeline that stalls on data is bound by the stall however busy its trainer is);
+    - `not_bounds`: resources that are the work itself, never what bounds it (a fault campaign's
+      useful iterations: the largest loss bounds it)."""
+
+    path: Any
+    seen_by: str | None = None
+    waiting_for: Callable[[str, str], str] | None = None
+    since_s: float = 0.0  # the view starts here (a warm-up its metrics leave out)
+    seen_on_track: str | None = None  # only the component's spans on this track are its own
+    bounded_by: dict[str, str] = field(default_factory=dict)
+    utilisation: dict[str, float] = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+    bounds_run: str | None = None
+    not_bounds: frozenset[str] = frozenset()
 
 
 Plot = tuple[str, Callable[..., Any]]  # (file stem, draw function taking `path=` and plot keywords)
@@ -61,7 +94,8 @@ def kind_of(config_class: type[BaseModel]) -> str:
 
 class Workload(ABC):
     """One workload kind (see the module docstring). Subclasses set `kind`, `config_class` and
-    `metrics`, and implement `simulate` and `estimate`; `plots` and `bottleneck` default to nothing."""
+    `metrics`, and implement `simulate` and `estimate`; `plots`, `read_critical_path` and `plan_report`
+    default to nothing of their own."""
 
     kind: ClassVar[str]
     config_class: ClassVar[type[WorkloadBase]]
@@ -84,9 +118,10 @@ class Workload(ABC):
         """This kind's own plots of a run: (file stem, draw function taking `path=`)."""
         return []
 
-    def bottleneck(self, result: RunView) -> dict:
-        """This kind's part of the bottleneck report (plain JSON types); empty: nothing to add."""
-        return {}
+    def read_critical_path(self, result: RunView, path: Any) -> PathReading:
+        """This kind's reading of the critical path (a DataFrame of spans with `resource`, `charged_s`,
+        sim/report/critical_path.py); the default reads nothing into it."""
+        return PathReading(path)
 
     def plan_report(self, scenario) -> dict | None:
         """Its static plan for `dcsim plan`: {title, columns, rows, footer, summary}; None: it has none."""

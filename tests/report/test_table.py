@@ -163,7 +163,7 @@ def test_same_keyed_dicts_share_a_table_and_the_bottleneck_stage_is_marked():
     [stages] = [s for s in sections if "utilisation" in s.title]
     assert stages.columns[1:3] == ["stage_capacity (samples/s)", "utilisation (%)"]
     marked = [r for r in stages.rows if r[-1]]
-    assert [r[0] for r in marked] == [metrics["bottleneck"]]
+    assert [r[0] for r in marked] == [metrics["bounding_stage"]]
 
 
 def test_lists_per_request_become_one_row_per_request():

@@ -26,6 +26,7 @@ from sim.engine.cost import Estimate
 from sim.scenario.jobs import JobConfig
 from sim.scenario.model import load_scenario
 from sim.workloads import WORKLOADS, Workload, WorkloadBase, WorkloadConfig, config_class, kind_of, kinds, workload_for
+from sim.workloads.base import PathReading
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "metrics.json").read_text())
@@ -79,7 +80,7 @@ def test_every_kind_implements_the_interface(workload):
     assert issubclass(workload.config_class, WorkloadBase) and kind_of(workload.config_class) == workload.kind
     assert isinstance(workload.metrics, Mapping) and workload.metrics
     assert all(isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in workload.metrics.items())
-    for hook in ("simulate", "estimate", "plots", "bottleneck", "plan_report"):
+    for hook in ("simulate", "estimate", "plots", "read_critical_path", "plan_report"):
         assert callable(getattr(workload, hook))
 
 
@@ -117,7 +118,7 @@ def test_estimate_returns_an_estimate_on_a_shipped_scenario(kind):
 
 
 @pytest.mark.parametrize("kind", kinds())
-def test_plots_and_bottleneck_are_lists_and_dicts(kind):
+def test_plots_are_lists_and_path_readings_keep_the_path(kind):
     scenario = load_scenario(str(SHIPPED[kind]))
     metrics = GOLDEN[str(SHIPPED[kind].relative_to(ROOT))]
     cluster = SimpleNamespace(num_gpus=scenario.hardware.num_gpus)
@@ -128,11 +129,14 @@ def test_plots_and_bottleneck_are_lists_and_dicts(kind):
         plots = workload_for(kind).plots(result)
         assert isinstance(plots, list)
         assert all(isinstance(stem, str) and callable(draw) for stem, draw in plots)
-        extra = workload_for(kind).bottleneck(result)
-        assert isinstance(extra, dict)
-        json.dumps(extra)
+        path = pd.DataFrame(
+            {"component": ["h0/g0"], "resource": ["compute"], "charged_s": [1.0], "gap_before_s": [0.0]}
+        )
+        reading = workload_for(kind).read_critical_path(result, path)
+        assert isinstance(reading, PathReading) and len(reading.path) == 1
+        json.dumps(reading.notes)
         if not m:
-            assert plots == [] and extra == {}
+            assert plots == [] and reading.notes == {} and reading.bounds_run is None
 
 
 def test_plots_of_the_kinds_that_draw():

@@ -225,14 +225,14 @@ class Replica:
             drained,
             elapsed,
             ("drain checkpoint", "checkpoint"),
-            (f"down: {self.down_cause}", "fault"),
+            (f"down: {self.down_cause}", f"fault:{self.down_cause}"),
         )
 
     def _account_cycle(self, elapsed: float) -> float:
         computed = min(elapsed, self.plan.compute_s)
         self.tally.compute_s += computed
         self.tally.checkpoint_s += elapsed - computed
-        self._mark(self.phase_start, computed, elapsed, ("iterations", "compute"), ("checkpoint", "checkpoint"))
+        self._mark(self.phase_start, computed, elapsed, ("iterations", "useful"), ("checkpoint", "checkpoint"))
         return computed
 
     def _mark(self, start: float, split: float, elapsed: float, first: tuple, second: tuple) -> None:

@@ -3,7 +3,7 @@ failures, checkpoints and restarts."""
 
 from __future__ import annotations
 
-from sim.workloads.base import Workload
+from sim.workloads.base import PathReading, Workload
 from sim.workloads.campaign.sizing import campaign_estimate
 from sim.workloads.campaign.workload import Config, simulate
 
@@ -65,6 +65,23 @@ class CampaignWorkload(Workload):
 
     def estimate(self, config, hardware, network_model: str):
         return campaign_estimate(config, hardware, network_model)
+
+    def read_critical_path(self, result, path):
+        """The campaign as its traced replica lived it (`job` / `replica 0`): useful iterations,
+        checkpoints, and the downtime after each failure by its cause (`recovery: <cause>`). The
+        iterations are the work itself: what bounds the run is the largest loss."""
+        spans = result.spans
+        traced = "component" in spans and ((spans["component"] == "job") & (spans["track"] == "replica 0")).any()
+        if path.empty or not traced:
+            return PathReading(path)
+        per_replica = result.metrics.get("effective_training_time_fraction_per_replica") or [None]
+        return PathReading(
+            path,
+            seen_by="job",
+            seen_on_track="replica 0",
+            notes={"replica": 0, "effective_training_time_fraction": per_replica[0]},
+            not_bounds=frozenset({"useful work"}),
+        )
 
 
 WORKLOAD = CampaignWorkload()

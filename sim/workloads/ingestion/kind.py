@@ -4,7 +4,9 @@ the stage that bounds the pipeline in closed form."""
 
 from __future__ import annotations
 
-from sim.workloads.base import Workload
+import re
+
+from sim.workloads.base import PathReading, Workload
 from sim.workloads.ingestion.sizing import ingestion_estimate
 from sim.workloads.ingestion.workload import Config, simulate
 
@@ -19,7 +21,7 @@ METRICS = {
     "mode": "where preprocessing runs (disaggregated, on_trainer), name",
     "utilisation": "per resource (worker cores, memory, GPUs, NICs, storage media, trainer NICs), fraction",
     "stage_capacity_samples_per_s": "closed-form throughput bound per resource, samples/s",
-    "bottleneck": "the resource with the lowest stage capacity, name",
+    "bounding_stage": "the stage with the lowest closed-form capacity (stage_capacity_samples_per_s), name",
     "exactly_once": "the ledger's counts: delivered, duplicated, pending, requeued, lost; samples",
     "faults": "worker crashes, storage read retries, wasted bytes; counts and bytes",
     "totals": "storage bytes read, bytes sent and other totals over the run, bytes",
@@ -50,17 +52,50 @@ class IngestionWorkload(Workload):
 
         return [("ingestion_buffers", lambda **kw: ingestion_buffers(m, **{"title": f"{name}: buffers", **kw}))]
 
-    def bottleneck(self, result):
-        """The pipeline stage that bounds throughput in closed form, beside the simulated critical path."""
+    def read_critical_path(self, result, path):
+        """The run as the trainer that finished it lived it: its training steps, and while it waited
+        for a batch, what the path did meanwhile (workers preprocessing, reading, sending): the data
+        stall, bounded by the closed-form bounding stage. The run is stall-bound as soon as its
+        trainers stall (STALL_BOUND of the time)."""
         m = result.metrics
-        if not m.get("bottleneck"):
-            return {}
-        capacity = m.get("stage_capacity_samples_per_s") or {}
-        return {
-            "pipeline_stage": m["bottleneck"],
-            "stage_capacity_samples_per_s": capacity.get(m["bottleneck"]),
-            "data_stall_fraction": m.get("data_stall_fraction"),
-        }
+        if not m.get("bounding_stage") or path.empty:
+            return PathReading(path)
+        stage = m["bounding_stage"]
+        utilisation = m.get("utilisation") or {}
+        stall = m.get("data_stall_fraction") or 0.0
+        return PathReading(
+            path,
+            seen_by=_last_trainer(result.spans),
+            since_s=float(result.scenario.workload.warmup_s),
+            seen_on_track="trainer",
+            waiting_for=lambda resource, component: "stall",
+            bounded_by={"stall": _stage_resource(stage)},
+            utilisation={"cpu": utilisation["preprocessing_cpu"]} if "preprocessing_cpu" in utilisation else {},
+            notes={
+                "bounding_stage": stage,
+                "stage_capacity_samples_per_s": (m.get("stage_capacity_samples_per_s") or {}).get(stage),
+                "data_stall_fraction": stall,
+            },
+            bounds_run="stall" if stall >= STALL_BOUND else None,
+        )
+
+
+TRAINER = re.compile(r"h\d+")  # a trainer host's component
+STALL_BOUND = 0.01  # a path this much stalled: the data pipeline, not the trainer, sets the pace
+
+
+def _last_trainer(spans) -> str:
+    """The trainer host whose last span ends last."""
+    trainers = spans[spans["component"].astype(str).str.fullmatch(TRAINER.pattern)]
+    return str(trainers.loc[trainers["end_s"].idxmax(), "component"]) if len(trainers) else ""
+
+
+def _stage_resource(stage: str) -> str:
+    """The resource key (sim/report/resources.py) of a closed-form stage (`stage_capacity_samples_per_s`)."""
+    for part, resource in (("trainer", "trainer"), ("cpu", "cpu"), ("gpu", "compute"), ("nic", "nic")):
+        if part in stage:
+            return resource
+    return "storage" if stage.startswith("storage") else stage
 
 
 WORKLOAD = IngestionWorkload()

@@ -151,7 +151,7 @@ def _metrics(config: Config, cluster, pipeline: Pipeline, monitor, controller, s
         "workers_per_trainer_host": running / hw.nodes,
         "utilisation": _utilisation(config, cluster, pipeline, start["links"]),
         "stage_capacity_samples_per_s": caps,
-        "bottleneck": min(caps, key=caps.get),
+        "bounding_stage": min(caps, key=caps.get),
         "exactly_once": exactly_once,
         "faults": {
             "worker_crashes": pipeline.crashes,

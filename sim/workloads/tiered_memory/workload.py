@@ -38,6 +38,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from hardware_models.strict import StrictModel
 from hardware_models.units import Bytes, BytesPerS, Seconds
+from sim.engine.replay import delay_to
 from sim.errors import ScenarioError
 from sim.memory.access import PhasedPopularity, TraceReplay, load_trace
 from sim.memory.tiers import PageState, Tuning, advance, placement_policy
@@ -224,6 +225,17 @@ def _stream(sim, config: Config):
     return PhasedPopularity.hot_set(pages, a.hot_fraction, a.hot_access_fraction, **kw), pages
 
 
+def _latency(sim, cpu: str, parts: list[tuple[str, float]], end_s: float):
+    """The epoch's access latency as spans on the CPU, one per tier (category `memory:<tier>`: the
+    tier that bounded that part) and one for hint faults; ends exactly at `end_s`."""
+    for k, (what, seconds) in enumerate(parts):
+        t0 = sim.now
+        yield sim.timeout(delay_to(sim.now, end_s) if k == len(parts) - 1 else seconds)
+        if sim.now > t0:
+            category = "page_fault" if what == "hint faults" else f"memory:{what}"
+            sim.span(cpu, "memory latency", f"latency {what}", t0, category=category)
+
+
 def simulate(sim, cluster, config: Config):
     fast, slow = config.tiers(cluster.hardware)
     stream, pages = _stream(sim, config)
@@ -247,6 +259,11 @@ def simulate(sim, cluster, config: Config):
         accesses = out.local + out.remote
         flows = [(fast_node, cpu, out.local * bytes_fast), (slow_node, cpu, out.remote * bytes_slow)]
         moves = [(slow_node, fast_node, out.promoted * page), (fast_node, slow_node, out.demoted * page)]
+        latencies = [  # (tier or cause, seconds): the accesses' latency, overlapped `mlp` deep
+            (fast.name, out.local * fast.latency / mlp),
+            (slow.name, out.remote * slow.latency / mlp),
+            ("hint faults", out.hint_faults * config.hint_fault_cost / mlp),
+        ]
         latency_s = (
             out.local * fast.latency + out.remote * slow.latency + out.hint_faults * config.hint_fault_cost
         ) / mlp
@@ -254,7 +271,7 @@ def simulate(sim, cluster, config: Config):
             [
                 net.transfer_many([f for f in flows if f[2] > 0], name="tiered_memory.access"),
                 net.transfer_many([f for f in moves if f[2] > 0], name="tiered_memory.migration"),
-                sim.timeout(latency_s),
+                sim.process(_latency(sim, cpu, latencies, epoch_start + latency_s)),
             ]
         )
         sim.span(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.workloads.base import Workload
+from sim.workloads.base import PathReading, Workload
 from sim.workloads.training.sizing import training_estimate
 from sim.workloads.training.workload import Config, simulate
 
@@ -47,6 +47,34 @@ class TrainingWorkload(Workload):
 
     def estimate(self, config, hardware, network_model: str):
         return training_estimate(config, hardware, network_model)
+
+    def read_critical_path(self, result, path):
+        """The run as the GPU that finished it lived it: its kernels and exposed communication, and
+        while it idled, what the path did meanwhile - on a GPU of another pipeline stage, the fill
+        or drain it waited through (the pipeline bubble, which more micro-batches or virtual
+        stages shrink)."""
+        config = result.scenario.workload
+        par = config.parallelism
+        if path.empty:
+            return PathReading(path)
+        per_stage = par.tp * par.cp
+        devices = getattr(result.cluster, "devices", [])
+        stage_of = {dev.node: (i // per_stage) % par.pp for i, dev in enumerate(devices)}
+        last = str(path["component"].iloc[-1])
+        if last not in stage_of:
+            return PathReading(path)
+        own = stage_of[last]
+
+        def waiting_for(resource: str, component: str) -> str:
+            stage = stage_of.get(component)
+            return "bubble" if stage is not None and stage != own else resource
+
+        return PathReading(
+            path,
+            seen_by=last,
+            waiting_for=waiting_for,
+            notes={"seen_by": f"{last} (pipeline stage {own})"},
+        )
 
 
 WORKLOAD = TrainingWorkload()

@@ -54,6 +54,12 @@ class GroupComm:
                 self._steps[key] = [Step(f for s in per_group for f in s[k]) for k in range(len(first))]
         return self._steps[key]
 
+    def link_kind(self, kind: str) -> str:
+        """The kind of link `kind`'s collectives leave a GPU by (`scale_up` inside a host, `nic`
+        across hosts): the resource a TP/CP wait is charged to where its flows are not recorded."""
+        group = self.subgroups(kind)[0]
+        return self.network.first_link_kind(group[0], group[1]) if len(group) > 1 else "local"
+
     def pairs(self, items) -> list[tuple[str, str]]:
         """Distinct (src, dst) pairs of the collectives of `items` (CommOps), in schedule order."""
         seen: dict[tuple[str, str], None] = {}

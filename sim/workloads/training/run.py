@@ -28,9 +28,11 @@ re-recorded), and later ops of the same shape (keyed by kind, layers and signatu
 compute stream for the recorded duration and record one span. The pipeline's p2p flows and the
 DP rings are network steps with their own `StepKey`s (set up once, replayed by the flow network).
 The TP/CP flows of replayed layers are not sent again: the links table and network energy count the
-first ones only, and a replayed op's TP/CP waits count as compute for the energy accounting; GPUs
-standing in (other group members, the members of a representative's class) mirror its busy periods
-as compute.
+first ones only. A replayed layer records its tape again (its TP/CP waits on the link kind they
+leave by, GroupComm.link_kind); a replayed op records its kernels' time and then its exposed waits
+per link kind (Capture.summary), so the critical path and the energy meter charge them as they do
+the simulated ones. GPUs standing in (other group members, the members of a representative's class)
+mirror the driver's busy periods as compute.
 """
 
 from __future__ import annotations
@@ -68,13 +70,27 @@ class Capture:
     flop: float = 0.0
     executed_flop: float = 0.0
     tape: SpanTape = field(default_factory=SpanTape)
+    comm_s_by_link: dict[str, float] = field(default_factory=dict)  # exposed comm_s by the link kind it waited on
 
     def add(self, other: Capture, offset: float) -> None:
         self.kernel_s += other.kernel_s
         self.comm_s += other.comm_s
+        for kind, seconds in other.comm_s_by_link.items():
+            self.comm_s_by_link[kind] = self.comm_s_by_link.get(kind, 0.0) + seconds
         self.flop += other.flop
         self.executed_flop += other.executed_flop
         self.tape.extend(other.tape, offset)
+
+    def summary(self, name: str) -> SpanTape:
+        """The op as its kernels' time, then its exposed waits per link kind, back to back: what a
+        replayed op records (its critical path and busy time add up as the captured op's do)."""
+        tape = SpanTape()
+        tape.record("compute", f"{name} kernels", 0.0, self.kernel_s, flop=self.flop, category="compute")
+        t = self.kernel_s
+        for kind, seconds in self.comm_s_by_link.items():
+            tape.record(kind, f"{name} exposed comm", t, t + seconds, category="comm")
+            t += seconds
+        return tape
 
 
 class Group:
@@ -198,15 +214,7 @@ class TrainingRun:
                         self._ops[key] = cap
             else:
                 yield self.sim.timeout(cap.duration_s)
-                self.sim.span(
-                    g.driver.node,
-                    "compute",
-                    f"{op.kind} mb{op.microbatch} v{j}",
-                    start,
-                    self.sim.now,
-                    flop=cap.flop,
-                    category="compute",
-                )
+                cap.summary(f"{op.kind}{op.microbatch} v{j}").replay(self.sim, g.driver.node, start)
             st.ops.append((start, self.sim.now))
             st.kernel_s += cap.kernel_s
             st.comm_in_ops_s += cap.comm_s
@@ -236,7 +244,7 @@ class TrainingRun:
                         run_schedule(self.net, steps, name=f"{label} {item.name}") if steps else self.sim.timeout(0)
                     )
             yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
-            kernel_s = 0.0
+            kernel_s, link = 0.0, "local"
             for item in group:
                 if isinstance(item, Kernel):
                     d = item.duration_s * g.slowdown
@@ -245,7 +253,8 @@ class TrainingRun:
                     cap.executed_flop += item.executed_flop
                     span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
                 else:
-                    span = (item.group, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
+                    link = g.comm.link_kind(item.group)  # the link its flows leave by: its resource
+                    span = (link, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
                 cap.tape.record(*span)
                 self.sim.span(
                     g.driver.node,
@@ -257,8 +266,11 @@ class TrainingRun:
                     flop=span[5],
                     category=span[6],
                 )
+            exposed = max(self.sim.now - t0 - kernel_s, 0.0)  # communication not hidden by a kernel
             cap.kernel_s += kernel_s
-            cap.comm_s += max(self.sim.now - t0 - kernel_s, 0.0)  # communication not hidden by a kernel
+            cap.comm_s += exposed
+            if exposed > 0 and link != "local":
+                cap.comm_s_by_link[link] = cap.comm_s_by_link.get(link, 0.0) + exposed
         cap.duration_s = self.sim.now - start
         if self.replay:
             self._segments[key] = cap

@@ -119,7 +119,7 @@ def test_throughput_never_exceeds_the_slowest_stage(expected):
     m = simulate(workload__preprocessing__service_cv=0.0, workload__duration_s=30, **BOTTLENECKS[expected]).metrics
     caps = m["stage_capacity_samples_per_s"]
     window_s = 25.0
-    assert m["bottleneck"] == expected
+    assert m["bounding_stage"] == expected
     assert m["trainer_samples_per_s"] <= caps[expected] * 1.02 + PER_PARTITION / window_s
     assert m["trainer_samples_per_s"] >= 0.9 * caps[expected]
     if expected != "trainer_demand":
@@ -303,7 +303,7 @@ def test_video_curation_is_gpu_bound_and_costs_captions_with_the_device_model():
     can come on top of the GPUs' capacity within the measurement window."""
     result = simulate(workload={**BASE["workload"], **VIDEO, "duration_s": 60, "warmup_s": 15})
     m = result.metrics
-    assert m["bottleneck"] == "preprocessing_gpu"
+    assert m["bounding_stage"] == "preprocessing_gpu"
     cap = m["stage_capacity_samples_per_s"]["preprocessing_gpu"]
     assert 0.85 * cap <= m["trainer_samples_per_s"] <= 1.02 * cap + 24 * 2 / 45
     assert m["utilisation"]["preprocessing_gpu"] > 0.9

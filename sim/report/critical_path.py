@@ -1,0 +1,169 @@
+"""The critical path of a run, walked backwards through the recorded causes of its spans.
+
+Every span carries its id and what released it (sim/engine/simulation.py, "Causes"): `until`, what
+its end waited for, and `after`, what its start waited for. The walk starts at the span that ended
+last (the latest recorded among equal ends) and steps back:
+- a span whose `until` ended inside it (a stream holding a collective, a stall waiting for a batch,
+  a step waiting for the last of its flows) ended because that span ended: the path goes into it,
+  and the span itself is charged only what it ran after that (usually nothing);
+- any other span ran for its own duration (a kernel, a flow at its max-min share, a replayed
+  layer): it is charged its duration and the path goes on to `after`, what released its start.
+  Time between that cause's end and the span's start, where nothing recorded ran (message latency,
+  a launch, a timeout), is charged to `latency`;
+- a span released by nothing recorded (the start of the run, an arrival) ends the walk; the time
+  before it is `idle`.
+So the path's charges add up to the end of the run exactly. Where a cause was not kept (the
+recorder's `trace_limit` dropped it) the walk stops there: the path is partial, the time before it
+is charged to `unrecorded`, and `exact` is False with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+GAP = "latency"  # time between a cause's end and the span it released, with nothing recorded in between
+START = "idle"  # time before the first span of the path (nothing recorded released it)
+UNRECORDED = "unrecorded"  # time before a cause the recorder dropped (trace_limit)
+
+
+@dataclass
+class CriticalPath:
+    """The spans of the critical path in time order (rows of the span table) with `charged_s` (the
+    seconds of the path charged to the span, the interval [charged_until_s - charged_s,
+    charged_until_s]) and `gap_before_s` (latency just before that interval), the time
+    before the path (`idle_s`, or `unrecorded_s` when it stopped at a dropped cause) and whether it
+    was walked to its start (`exact`, else `reason`)."""
+
+    spans: pd.DataFrame
+    idle_s: float
+    unrecorded_s: float
+    exact: bool
+    reason: str = ""
+
+    @property
+    def total_s(self) -> float:
+        return float(self.spans["charged_s"].sum() + self.spans["gap_before_s"].sum()) + self.idle_s + self.unrecorded_s
+
+
+def walk(spans: pd.DataFrame, component: str | None = None) -> CriticalPath:
+    """The critical path through `spans` (the recorder's frame: columns id, after, until, start_s,
+    end_s ...) to the span that ended last (of `component`, if given); see the module docstring."""
+    if spans.empty:
+        return CriticalPath(spans.assign(charged_s=[], gap_before_s=[], charged_until_s=[]), 0.0, 0.0, True)
+    ids = spans["id"].to_numpy(dtype=np.int64)
+    index = pd.Index(ids)
+    after = index.get_indexer(spans["after"].to_numpy(dtype=np.int64))
+    until = index.get_indexer(spans["until"].to_numpy(dtype=np.int64))
+    missing_after = (after < 0) & (spans["after"].to_numpy() >= 0)
+    missing_until = (until < 0) & (spans["until"].to_numpy() >= 0)
+    starts = spans["start_s"].to_numpy(dtype=float)
+    ends = spans["end_s"].to_numpy(dtype=float)
+    if component is not None and (spans["component"] == component).any():
+        mask = (spans["component"] == component).to_numpy()
+        cur = int(np.flatnonzero(mask)[np.lexsort((ids[mask], ends[mask]))[-1]])
+    else:
+        cur = int(np.lexsort((ids, ends))[-1])  # ended last; among equal ends, recorded last
+    rows: list[int] = []
+    marks: list[float] = []  # t when the row was charged: its charge is [t - charged, t]
+    charged: list[float] = []
+    gaps: list[float] = []
+    t = float(ends[cur])  # the path is accounted for from t to the end
+    idle = unrecorded = 0.0
+    exact, reason = True, ""
+    for _ in range(len(ids) + 1):
+        s = float(starts[cur])
+        inner = int(until[cur])
+        marks.append(t)
+        if inner >= 0 and inner != cur and s < ends[inner] <= ends[cur]:  # it ended when `inner` did
+            rows.append(cur)
+            charged.append(max(t - float(ends[inner]), 0.0))
+            gaps.append(0.0)
+            t = min(t, float(ends[inner]))
+            cur = inner
+            continue
+        rows.append(cur)
+        charged.append(max(t - s, 0.0))
+        t = min(t, s)
+        prev = int(after[cur]) if after[cur] >= 0 or missing_after[cur] else int(until[cur])
+        if missing_after[cur] or (after[cur] < 0 and missing_until[cur]):
+            gaps.append(0.0)
+            unrecorded, exact = t, False
+            reason = "a cause on the path was dropped by the recorder (trace_limit): the path before it is unknown"
+            break
+        if prev < 0 or prev == cur:
+            gaps.append(0.0)
+            idle = t
+            break
+        gap = max(t - float(ends[prev]), 0.0)
+        gaps.append(gap)
+        t -= gap
+        cur = prev
+    else:  # a cycle of causes cannot happen (a cause is recorded before what it releases)
+        raise RuntimeError("the causes of the recorded spans form a cycle")
+    order = rows[::-1]
+    path = spans.iloc[order].assign(charged_s=charged[::-1], gap_before_s=gaps[::-1], charged_until_s=marks[::-1])
+    return CriticalPath(path.reset_index(drop=True), idle, unrecorded, exact, reason)
+
+
+def as_seen_by(
+    path: pd.DataFrame,
+    spans: pd.DataFrame,
+    component: str,
+    waiting_for,
+    since_s: float = 0.0,
+    track: str | None = None,
+) -> pd.DataFrame:
+    """The run as one component lived it: each instant it was busy is charged to the resource of what
+    it ran (the first of overlapping spans), each instant it was idle to what the critical path did
+    then, renamed by `waiting_for(path_row_resource, path_row_component)` (a GPU of another pipeline
+    stage: the bubble). Returns pieces with the path's columns (component, resource, charged_s,
+    gap_before_s, link), ready for the report's sums; the time before the path, and before `since_s`
+    (a warm-up the kind's metrics leave out), is not included. `track`: only the component's spans on
+    that track are its own (a trainer host whose cores also preprocess)."""
+    mine = (spans["component"] == component) & (spans["end_s"] > spans["start_s"])
+    if track is not None:
+        mine &= spans["track"] == track
+    own = spans[mine].sort_values("start_s")
+    busy_start, busy_end, busy_res = [], [], []
+    reach = -np.inf
+    for s, e, r in zip(own["start_s"].to_numpy(), own["end_s"].to_numpy(), own["resource"].to_numpy(dtype=object)):
+        s = max(s, reach)
+        if e > s:
+            busy_start.append(s)
+            busy_end.append(e)
+            busy_res.append(r)
+            reach = e
+    starts, ends = np.array(busy_start), np.array(busy_end)
+    pieces: dict[tuple, float] = {}
+
+    def add(key: tuple, seconds: float) -> None:
+        if seconds > 0:
+            pieces[key] = pieces.get(key, 0.0) + seconds
+
+    def charge(a: float, b: float, key: tuple) -> None:
+        """Charge [a, b]: the component's own busy parts to what it ran, the rest to `key`."""
+        a = max(a, since_s)
+        if b <= a:
+            return
+        lo, hi = np.searchsorted(ends, a, side="right"), np.searchsorted(starts, b, side="left")
+        covered = 0.0
+        for k in range(lo, hi):
+            part = min(b, ends[k]) - max(a, starts[k])
+            if part > 0:
+                add((component, busy_res[k], None), part)
+                covered += part
+        add(key, (b - a) - covered)
+
+    links = path["link"] if "link" in path.columns else pd.Series([None] * len(path), index=path.index)
+    for comp, res, link, charged, gap, until in zip(
+        path["component"], path["resource"], links, path["charged_s"], path["gap_before_s"], path["charged_until_s"]
+    ):
+        charge(until - charged, until, (comp, waiting_for(res, comp), link))
+        charge(until - charged - gap, until - charged, (comp, GAP, None))
+    out = pd.DataFrame(
+        [(c, r, link, s) for (c, r, link), s in pieces.items()], columns=["component", "resource", "link", "charged_s"]
+    )
+    return out.assign(gap_before_s=0.0, name="", category="", end_s=float(path["end_s"].max()) if len(path) else 0.0)
