@@ -55,6 +55,7 @@ from sim.engine.replay import StepKey
 FINE_BINS = 16384
 COARSE_BINS = 256
 IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
+WAIT_ON_PREFIX = ("memory:", "page_fault")  # what a CPU waits on inside a busy span: no extra busy core
 CPU_TRACKS = frozenset({"cpu"})
 SWING_WINDOW_S = 1.0
 _FEW_ENDPOINTS = 16  # transfers with at most this many endpoints are buffered (OpenIntervals.add)
@@ -186,7 +187,7 @@ class EnergyMeter:
         ('cpu', group), ('touch', group) (marks a pool host as used) or None."""
         component, track, category = key
         inv = self.inv
-        if category in IDLE_CATEGORIES:
+        if category in IDLE_CATEGORIES or category.startswith(WAIT_ON_PREFIX):
             return None
         state = 1 if category == "comm" else 0
         if component in inv.device_index:
