@@ -156,12 +156,25 @@ def bottleneck_report(
     path = attribute_links(with_resources(walked.spans), topology, links)
     reading = read(path) if read is not None else PathReading(path)
     path = reading.path
-    if reading.seen_by is not None:
-        if str(path["component"].iloc[-1]) != reading.seen_by:  # the path to its last span instead
-            walked = walk(causes, reading.seen_by)
+    if reading.seen_by:
+        first = reading.seen_by[0]
+        if str(path["component"].iloc[-1]) != first:  # the path to its last span instead
+            walked = walk(causes, first)
             path = attribute_links(with_resources(walked.spans), topology, links)
-        waiting_for = reading.waiting_for or (lambda resource, _: resource)
-        path = as_seen_by(path, spans, reading.seen_by, waiting_for, reading.since_s, reading.seen_on_track)
+        waiting_for = reading.waiting_for or (lambda resource, component, viewer: resource)
+        views = [
+            as_seen_by(
+                path,
+                spans,
+                viewer,
+                lambda resource, component, viewer=viewer: waiting_for(resource, component, viewer),
+                reading.since_s,
+                reading.seen_on_track,
+            )
+            for viewer in reading.seen_by
+        ]
+        path = pd.concat(views, ignore_index=True)
+        path["charged_s"] /= len(views)
         walked.idle_s += min(reading.since_s, float(path["end_s"].max()) if len(path) else 0.0)
     breakdown = path.groupby("resource", sort=False)["charged_s"].sum()
     breakdown = {str(k): float(v) for k, v in breakdown.items() if v > 0}

@@ -58,11 +58,11 @@ class RunView(Protocol):
 class PathReading:
     """A workload kind's reading of its run's critical path (sim/report/bottleneck.py uses it):
     - `path`: the path, with the `resource` of spans the kind knows to be waits renamed;
-    - `seen_by`: a component whose view the report takes (sim/report/critical_path.py `as_seen_by`):
-      its busy time charged to what it ran, its idle time to what the path did meanwhile, renamed
-      by `waiting_for(resource, component)` (a GPU's wait on another pipeline stage is the pipeline
-      bubble, a trainer's wait on the workers a data stall), from `since_s` on and along the path to
-      that component's last span;
+    - `seen_by`: components whose view the report takes, averaged (sim/report/critical_path.py
+      `as_seen_by`): each one's busy time charged to what it ran, its idle time to what the path did
+      meanwhile, renamed by `waiting_for(resource, component, viewer)` (a GPU's wait on another
+      pipeline stage is the pipeline bubble, a trainer's wait on the workers a data stall), from
+      `since_s` on, along the path to the last span of the first of them;
     - `bounded_by`: such a wait -> the resource that bounded it (the data stall -> `cpu`);
     - `utilisation`: busy fractions the kind measures itself (its metrics' definition), which the
       report shows instead of the span-based ones for those resources;
@@ -73,8 +73,8 @@ class PathReading:
       useful iterations: the largest loss bounds it)."""
 
     path: Any
-    seen_by: str | None = None
-    waiting_for: Callable[[str, str], str] | None = None
+    seen_by: list[str] = field(default_factory=list)
+    waiting_for: Callable[[str, str, str], str] | None = None
     since_s: float = 0.0  # the view starts here (a warm-up its metrics leave out)
     seen_on_track: str | None = None  # only the component's spans on this track are its own
     bounded_by: dict[str, str] = field(default_factory=dict)

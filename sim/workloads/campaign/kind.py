@@ -77,7 +77,7 @@ class CampaignWorkload(Workload):
         per_replica = result.metrics.get("effective_training_time_fraction_per_replica") or [None]
         return PathReading(
             path,
-            seen_by="job",
+            seen_by=["job"],
             seen_on_track="replica 0",
             notes={"replica": 0, "effective_training_time_fraction": per_replica[0]},
             not_bounds=frozenset({"useful work"}),

@@ -65,10 +65,10 @@ class IngestionWorkload(Workload):
         stall = m.get("data_stall_fraction") or 0.0
         return PathReading(
             path,
-            seen_by=_last_trainer(result.spans),
+            seen_by=[_last_trainer(result.spans)],
             since_s=float(result.scenario.workload.warmup_s),
             seen_on_track="trainer",
-            waiting_for=lambda resource, component: "stall",
+            waiting_for=lambda resource, component, viewer: "stall",
             bounded_by={"stall": _stage_resource(stage)},
             utilisation={"cpu": utilisation["preprocessing_cpu"]} if "preprocessing_cpu" in utilisation else {},
             notes={

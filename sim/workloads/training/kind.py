@@ -49,10 +49,10 @@ class TrainingWorkload(Workload):
         return training_estimate(config, hardware, network_model)
 
     def read_critical_path(self, result, path):
-        """The run as the GPU that finished it lived it: its kernels and exposed communication, and
-        while it idled, what the path did meanwhile - on a GPU of another pipeline stage, the fill
-        or drain it waited through (the pipeline bubble, which more micro-batches or virtual
-        stages shrink)."""
+        """The run as its GPUs lived it, averaged over the simulated stage-group drivers (as the
+        breakdown_s metric is): their kernels and exposed communication, and while one idled, what
+        the path did meanwhile - on a GPU of another pipeline stage, the fill or drain it waited
+        through (the pipeline bubble, which more micro-batches or virtual stages shrink)."""
         config = result.scenario.workload
         par = config.parallelism
         if path.empty:
@@ -61,19 +61,20 @@ class TrainingWorkload(Workload):
         devices = getattr(result.cluster, "devices", [])
         stage_of = {dev.node: (i // per_stage) % par.pp for i, dev in enumerate(devices)}
         last = str(path["component"].iloc[-1])
-        if last not in stage_of:
+        spans = result.spans
+        drivers = sorted(set(spans.loc[spans["track"] == "compute", "component"].astype(str)) & set(stage_of))
+        if last not in stage_of or not drivers:
             return PathReading(path)
-        own = stage_of[last]
 
-        def waiting_for(resource: str, component: str) -> str:
+        def waiting_for(resource: str, component: str, viewer: str) -> str:
             stage = stage_of.get(component)
-            return "bubble" if stage is not None and stage != own else resource
+            return "bubble" if stage is not None and stage != stage_of[viewer] else resource
 
         return PathReading(
             path,
-            seen_by=last,
+            seen_by=[last] + [d for d in drivers if d != last],
             waiting_for=waiting_for,
-            notes={"seen_by": f"{last} (pipeline stage {own})"},
+            notes={"seen_by": f"{len(drivers)} stage-group drivers (mean)", "finished_last": last},
         )
 
 
