@@ -18,6 +18,7 @@ from sim.workloads.collective.kind import WORKLOAD as COLLECTIVE
 from sim.workloads.cp_inference.kind import WORKLOAD as CP_INFERENCE
 from sim.workloads.embedding.kind import WORKLOAD as EMBEDDING
 from sim.workloads.ingestion.kind import WORKLOAD as INGESTION
+from sim.workloads.serving.kind import WORKLOAD as SERVING
 from sim.workloads.tiered_memory.kind import WORKLOAD as TIERED_MEMORY
 from sim.workloads.trace_replay.kind import WORKLOAD as TRACE_REPLAY
 from sim.workloads.training.kind import WORKLOAD as TRAINING
@@ -31,6 +32,7 @@ WORKLOADS: tuple[Workload, ...] = (
     TRAINING,
     TIERED_MEMORY,
     TRACE_REPLAY,
+    SERVING,
 )
 
 _BY_KIND = {w.kind: w for w in WORKLOADS}
