@@ -221,11 +221,86 @@ for name, v in runs.items():
     display(Image(filename=str(out / f"{name}.png")))"""),
 ]
 
+SERVING = [
+    md("""
+# Serving sizing: how many replicas for a target QPS and SLO, and when context parallelism pays
+
+`kind: serving` runs continuous batching (chunked prefill under a token budget, a paged KV cache) on
+replicas of TP x CP GPUs behind a router. This notebook starts from the shipped scenario
+`scenarios/serve-70b-cp-long-prompts.yaml` (Llama 3 70B on H100 hosts, TTFT 2 s and TPOT 100 ms SLOs),
+sizes a TP8 fleet for a target arrival rate, then compares a CP2 replica with two TP8 replicas on the
+same 16 GPUs for long prompts. Requests are cut to a few hundred so every run takes seconds."""),
+    code(SETUP),
+    code("""
+from sim.studies.cp_scaling import with_overrides
+from sim.workloads.serving.plots import serving_timeline
+base = load_scenario(ROOT / "scenarios/serve-70b-cp-long-prompts.yaml", ["workload.arrivals.count=150"])
+result = run(base)
+keys = ["ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p99_s", "throughput_tokens_per_s",
+        "goodput_requests_per_s", "slo_attainment", "kv_utilisation_peak", "preemptions"]
+pd.Series({k: result.metrics[k] for k in keys})"""),
+    code("""serving_timeline(result.metrics, title="70B fleet, 4 req/s: KV cache, preemptions, queue");"""),
+    md("""
+## Sizing for a target rate
+
+Target: 8 requests/s of the scenario's mix (lognormal prompts, mean 3K tokens; outputs mean 200) with at
+least 99% of requests within both SLOs. Every request goes to a pool of TP8 replicas (no CP) here;
+the smallest fleet that meets the target is the answer, the table shows why (queueing drives TTFT p99
+up long before the GPUs saturate)."""),
+    code("""
+rows = []
+for replicas in (1, 2, 3, 4):
+    s = with_overrides(base, {
+        "workload.pools": [{"name": "tp8", "replicas": replicas, "tp": 8}],
+        "workload.router": "least-loaded",
+        "workload.arrivals.rate_per_s": 8, "workload.arrivals.count": 200,
+    })
+    m = run(s).metrics
+    rows.append({"replicas": replicas, "gpus": m["gpus"], "ttft_p99_s": m["ttft_p99_s"], "tpot_p99_s": m["tpot_p99_s"],
+                 "slo_attainment": m["slo_attainment"], "goodput_requests_per_s": m["goodput_requests_per_s"],
+                 "busy_fraction": m["per_pool"]["tp8"]["busy_fraction_mean"]})
+sizing = pd.DataFrame(rows)
+enough = sizing[sizing.slo_attainment >= 0.99]
+print("smallest fleet meeting 99% SLO attainment:",
+      f"{int(enough.replicas.min())} replicas" if len(enough) else "none of these")
+sizing"""),
+    code("""
+ax = sizing.plot(x="gpus", y="slo_attainment", marker="o", legend=False, figsize=(5, 3))
+ax.set_xlabel("GPUs (TP8 replicas)")
+ax.set_ylabel("SLO attainment (fraction)")
+ax.set_title("Llama 3 70B at 8 requests/s");"""),
+    md("""
+## Long prompts: one CP2 replica or two TP8 replicas on the same 16 GPUs?
+
+Twenty 64K-token prompts arrive at 0.5/s. Two TP8 replicas serve two prompts at once; one TP8 x CP2
+replica splits each prompt's prefill over two hosts with ring attention (pass-KV hides the KV sends under
+the attention), so each prompt's TTFT roughly halves, at the cost of serving one prefill at a time."""),
+    code("""
+long = {"workload.arrivals": {"process": "poisson", "rate_per_s": 0.5, "count": 20,
+                              "prompt_tokens": {"dist": "fixed", "mean": 65536},
+                              "decode_tokens": {"dist": "fixed", "mean": 100}},
+        "workload.router": "least-loaded", "workload.scheduler.max_batch_tokens": 65536}
+layouts = {"2 x TP8 (no CP)": [{"name": "tp8", "replicas": 2, "tp": 8}],
+           "1 x TP8 x CP2": [{"name": "cp2", "replicas": 1, "tp": 8, "cp": 2}]}
+cmp = []
+for label, pools in layouts.items():
+    m = run(with_overrides(base, {**long, "workload.pools": pools})).metrics
+    cmp.append({"layout": label, "gpus": m["gpus"], "ttft_p50_s": m["ttft_p50_s"], "ttft_p99_s": m["ttft_p99_s"],
+                "tpot_p50_s": m["tpot_p50_s"], "slo_attainment": m["slo_attainment"]})
+cmp = pd.DataFrame(cmp)
+cmp"""),
+    code("""
+ax = cmp.plot.bar(x="layout", y=["ttft_p50_s", "ttft_p99_s"], figsize=(5, 3), rot=0)
+ax.set_ylabel("TTFT (s)")
+ax.set_title("64K-token prompts on 16 H100");"""),
+]
+
 NOTEBOOKS = {
     "cp_scaling.ipynb": CP_SCALING,
     "embedding_placement.ipynb": EMBEDDING,
     "ingestion_sizing.ipynb": INGESTION,
     "validation_report.ipynb": VALIDATION,
+    "serving_sizing.ipynb": SERVING,
 }
 
 

@@ -11,7 +11,7 @@ Concepts
   all-to-all and its expert outputs are *combined* back by a second all-to-all (arXiv 2401.04088,
   Section 2.1; the dispatch/combine pattern of GShard, arXiv 2006.16668). With balanced routing a
   GPU's experts see rows x k / ep token rows in all.
-- Presets (`MOE_PRESETS`): Mixtral 8x7B from its paper's Table 1 (docs/references.md#models).
+- Presets (`MOE_PRESETS`): Mixtral 8x7B from its paper's Table 1 (docs/references.md#llm-serving).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def moe_weight_bytes(shard: TensorShard, ep: int, dtype: str, ffn_dtype: str, em
 
 MIXTRAL = (
     "arXiv 2401.04088 (Mixtral of Experts) Table 1: dim 4096, 32 layers, head_dim 128, hidden_dim 14336, "
-    "32 heads, 8 KV heads, vocab 32,000, 8 experts, top-2; docs/references.md#models"
+    "32 heads, 8 KV heads, vocab 32,000, 8 experts, top-2; docs/references.md#llm-serving"
 )
 MOE_PRESETS: Mapping[str, MoETransformerSpec] = MappingProxyType(
     {

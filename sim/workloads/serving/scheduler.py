@@ -135,7 +135,8 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not self.decodes and not self.prefills
+        """Nothing to compute and nothing moved (a swap-in alone is progress: the next plan runs it)."""
+        return not self.decodes and not self.prefills and not self.swap_in and not self.swap_out
 
 
 class ReplicaScheduler:
