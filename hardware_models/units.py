@@ -5,6 +5,16 @@ Scenario and catalog YAML may write sizes, rates and times as strings with units
 plain float in SI base units with the unit in its name (`_bytes`, `_bytes_per_s`, `_s`,
 `_flop_per_s`, `_w`). Parsing is done by pint, with one extra dimension, `flop`.
 
+pint is the one source of unit definitions, but importing it and building its registry takes a
+third of a second, more than a small scenario's run. So the registry is built on first need
+(`_registry`), and "NUMBER UNIT" strings take a short path: the factor of UNIT to the dimension's
+base unit, asked of pint once and remembered in a small JSON memo in the user's cache directory
+(`$DCSIM_CACHE_DIR`, else `$XDG_CACHE_HOME/dcsim`, else `~/.cache/dcsim`; one file per pint
+version), times NUMBER. That is the product pint itself computes (its conversion multiplies the
+magnitude by the same factor), so both paths give the same float (tests/hardware_models/test_units.py
+compares them on every unit string the repository's YAML uses). Anything else — other shapes,
+unknown units, errors — goes to pint.
+
 A bare number is taken to already be in the base unit (bytes, bytes/s, seconds, FLOP/s, watts).
 The pydantic annotated types at the bottom (`Bytes`, `BytesPerS`, `Seconds`, `FlopPerS`, `Watts`)
 are what config models use, so a bad unit becomes a validation error with its key path.
@@ -12,15 +22,21 @@ are what config models use, so a bad unit becomes a validation error with its ke
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
 from functools import lru_cache
-from typing import Annotated
+from importlib.metadata import version
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
-import pint
 from pydantic import BeforeValidator
 
-# One registry for the process. It is read-only after construction (constant data, not state).
-_UREG: pint.UnitRegistry = pint.UnitRegistry()
-_UREG.define("flop = [computation] = FLOP = flops = FLOPS")
+if TYPE_CHECKING:
+    import pint
+
+_FLOP_DEFINITION = "flop = [computation] = FLOP = flops = FLOPS"
 
 # dimension name -> (pint target unit, example shown in error messages)
 _DIMENSIONS: dict[str, tuple[str, str]] = {
@@ -31,6 +47,69 @@ _DIMENSIONS: dict[str, tuple[str, str]] = {
     "watts": ("watt", "'700 W' or a number of watts"),
 }
 
+# "NUMBER UNIT": a plain decimal number (pint reads it the same way) and a unit made of names, '/'
+# and '*'. Anything else (expressions, underscores, exponents of units) is left to pint.
+_NUMBER_UNIT = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([A-Za-z][A-Za-z/* ]*?)\s*")
+
+
+@lru_cache(maxsize=1)
+def _registry() -> pint.UnitRegistry:
+    """The process's one registry, built on first need; read-only after construction."""
+    import pint
+
+    registry = pint.UnitRegistry()
+    registry.define(_FLOP_DEFINITION)
+    return registry
+
+
+def _pint_parse(text: str, unit: str) -> float:
+    quantity = _registry().Quantity(text.strip())
+    if quantity.unitless:
+        raise ValueError("no unit")
+    return float(quantity.to(unit).magnitude)
+
+
+def _memo_path() -> Path:
+    root = os.environ.get("DCSIM_CACHE_DIR") or Path(
+        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "dcsim"
+    )
+    return Path(root, f"unit-factors-pint{version('pint')}.json")
+
+
+@lru_cache(maxsize=1)
+def _memo() -> dict[str, float]:
+    """`dimension|unit` -> factor, as read from the memo file at first use ({} if none or unreadable)."""
+    try:
+        memo = json.loads(_memo_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    ok = isinstance(memo, dict) and memo.get("flop") == _FLOP_DEFINITION
+    return {k: float(v) for k, v in memo.get("factors", {}).items()} if ok else {}
+
+
+def _remember(key: str, factor: float) -> None:
+    """Add a factor to the memo file (atomically replaced; a cache: failures are ignored)."""
+    memo = _memo()
+    memo[key] = factor
+    path = _memo_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as out:
+            json.dump({"flop": _FLOP_DEFINITION, "factors": memo}, out, indent=0, sort_keys=True)
+        os.replace(out.name, path)
+    except OSError:
+        pass
+
+
+def _unit_factor(unit_text: str, dimension: str) -> float:
+    """How many base units of `dimension` one `unit_text` is (pint's conversion factor, memoised)."""
+    key = f"{dimension}|{unit_text}"
+    factor = _memo().get(key)
+    if factor is None:
+        factor = _pint_parse(f"1 {unit_text}", _DIMENSIONS[dimension][0])
+        _remember(key, factor)
+    return factor
+
 
 @lru_cache(maxsize=4096)
 def _parse_text(text: str, dimension: str) -> float:
@@ -40,10 +119,10 @@ def _parse_text(text: str, dimension: str) -> float:
     except ValueError:
         pass
     try:
-        quantity: pint.Quantity = _UREG.Quantity(text.strip())
-        if quantity.unitless:
-            raise ValueError("no unit")
-        return float(quantity.to(unit).magnitude)
+        match = _NUMBER_UNIT.fullmatch(text)
+        if match:
+            return float(match[1]) * _unit_factor(match[2], dimension)
+        return _pint_parse(text, unit)
     except Exception as exc:  # pint raises several error classes; all mean "not this quantity"
         raise ValueError(f"{text!r} is not a valid {dimension.replace('_', ' ')}; expected {example}") from exc
 
