@@ -57,13 +57,13 @@ def _registry() -> pint.UnitRegistry:
     """The process's one registry, built on first need; read-only after construction."""
     import pint
 
-    registry = pint.UnitRegistry()
+    registry: pint.UnitRegistry = pint.UnitRegistry()
     registry.define(_FLOP_DEFINITION)
     return registry
 
 
 def _pint_parse(text: str, unit: str) -> float:
-    quantity = _registry().Quantity(text.strip())
+    quantity: pint.Quantity = _registry().Quantity(text.strip())
     if quantity.unitless:
         raise ValueError("no unit")
     return float(quantity.to(unit).magnitude)
