@@ -112,6 +112,7 @@ class RecorderTape:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self._rows0, self._dropped0 = len(recorder.rows), recorder.dropped
+        self._skeleton0 = self._skeleton1 = len(recorder.skeleton)
         self.calls: list[tuple] = []  # observer calls: (component, track, category, start, end, units)
         self.rows: list[tuple] = []
         self.dropped = 0
@@ -125,6 +126,7 @@ class RecorderTape:
         recorder.observers.remove(self._on_span)
         self.rows = recorder.rows[self._rows0 :]
         self.dropped = recorder.dropped - self._dropped0
+        self._skeleton1 = len(recorder.skeleton)  # the dropped rows' skeletons (sim/engine/span_skeleton.py)
 
     def replayable(self, repetitions: int) -> int:
         """How many of the next `repetitions` replaying this tape reproduces exactly: past the
@@ -148,19 +150,24 @@ class RecorderTape:
     def _replay_rows(
         self, origin_s: float, starts: np.ndarray, rename: Callable[[int], tuple[str, str]] | None
     ) -> None:
-        """Rows again for each start, with new ids: a cause inside the tape becomes the copy's own,
-        a cause before it (what released the recorded repetition) the previous copy's last span."""
-        recorder = self.recorder
+        """Rows (and the skeletons of dropped rows) again for each start, with new ids: a cause inside
+        the tape becomes the copy's own, a cause before it (what released the recorded repetition)
+        the previous copy's last span. Rows past the recorder's limit leave their skeletons."""
+        recorder, skeleton = self.recorder, self.recorder.skeleton
         rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat, *_ in self.rows]
-        ids = [r[8] for r in self.rows]
+        k0, k1 = self._skeleton0, self._skeleton1
+        ids = [r[8] for r in self.rows] + [int(skeleton.causes[3 * k]) for k in range(k0, k1)]
         inside = {sid: k for k, sid in enumerate(ids)}
-        last = max(range(len(rows)), key=lambda k: (rows[k][4], k)) if rows else -1
+        ends = [r[4] for r in rows] + [skeleton.times[2 * k + 1] - origin_s for k in range(k0, k1)]
+        last = max(range(len(ids)), key=lambda k: (ends[k], k)) if ids else -1
         prev_ids = ids  # ids of the previous copy's rows (first: the recorded repetition)
         for i, base in enumerate(starts.tolist(), start=1):
             first = recorder.next_id
             recorder.next_id += len(rows) + self.dropped
-            new_ids = list(range(first, first + len(rows)))
+            new_ids = list(range(first, first + len(ids)))
             entry = prev_ids[last] if last >= 0 else -1
+            if k1 > k0:
+                skeleton.extend(skeleton, k0, k1, base - origin_s, dict(zip(ids, new_ids)), entry)
 
             def mapped(ref: int) -> int:
                 k = inside.get(ref)
@@ -173,6 +180,8 @@ class RecorderTape:
                 recorder.dropped += max(0, len(rows) - room) + self.dropped
                 kept = min(kept, room)
             old, new = rename(i) if rename is not None else ("", "")
+            for (c, t, _, s, e, _, _, cat), sid, (after, until) in zip(rows[kept:], new_ids[kept:], causes[kept:]):
+                skeleton.add(c, t, cat, base + s, base + e, sid, after, until)
             recorder.rows.extend(
                 (
                     c,
@@ -190,7 +199,7 @@ class RecorderTape:
                 for (c, t, n, s, e, b, f, cat), sid, (after, until) in zip(rows[:kept], new_ids, causes)
             )
             prev_ids = new_ids
-        if rows and recorder.env is not None:
+        if ids and recorder.env is not None:
             recorder.env.cause = prev_ids[last]  # what follows the copies waited for the last of them
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:

@@ -38,6 +38,8 @@ import pandas as pd
 import simpy
 from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
 
+from sim.engine.span_skeleton import SpanSkeleton
+
 SPAN_COLUMNS = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category", "id", "after", "until"]
 NO_CAUSE = -1  # a span or event released by nothing recorded (the start of the run, an arrival)
 
@@ -183,6 +185,7 @@ class Recorder:
     observers: list = field(default_factory=list)
     env: CountingEnvironment | None = None
     next_id: int = 0  # the id of the next span offered
+    skeleton: SpanSkeleton = field(default_factory=SpanSkeleton)  # what dropped spans leave
 
     def span(
         self,
@@ -210,24 +213,12 @@ class Recorder:
             until = after if after is not None else (env.cause if env is not None else NO_CAUSE)
         if env is not None:
             env.cause = sid
+        after = until if after is None else after
         if self.limit is not None and len(self.rows) >= self.limit:
             self.dropped += 1
+            self.skeleton.add(component, track, category, start_s, end_s, sid, after, until)
             return sid
-        self.rows.append(
-            (
-                component,
-                track,
-                name,
-                start_s,
-                end_s,
-                nbytes,
-                flop,
-                category,
-                sid,
-                until if after is None else after,
-                until,
-            )
-        )
+        self.rows.append((component, track, name, start_s, end_s, nbytes, flop, category, sid, after, until))
         return sid
 
     def spans(
@@ -263,6 +254,7 @@ class Recorder:
             self.env.cause = last
         keep = n if self.limit is None else max(0, min(n, self.limit - len(self.rows)))
         self.dropped += n - keep
+        self.skeletons(components[keep:], tracks[keep:], category, starts[keep:], ends[keep:], first + keep, after)
         self.rows.extend(
             zip(
                 components[:keep],
@@ -280,10 +272,24 @@ class Recorder:
         )
         return last
 
+    def skeletons(self, components, tracks, category: str, starts, ends, first_id: int, after: int) -> None:
+        """The skeletons of spans dropped past the limit (ids from `first_id`, all started by `after`)."""
+        add = self.skeleton.add
+        times = zip(np.asarray(starts).tolist(), np.asarray(ends).tolist())
+        for k, (c, t, (s, e)) in enumerate(zip(components, tracks, times)):
+            add(c, t, category, s, e, first_id + k, after, after)
+
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
         df["duration_s"] = df["end_s"] - df["start_s"]
         return df
+
+    def frame_with_skeletons(self) -> pd.DataFrame:
+        """`frame()` and the skeletons of the dropped spans (no names, bytes or FLOPs): every span,
+        for the critical path and busy times."""
+        if not len(self.skeleton):
+            return self.frame()
+        return pd.concat([self.frame(), self.skeleton.frame()], ignore_index=True)
 
 
 class Simulation:

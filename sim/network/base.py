@@ -279,9 +279,15 @@ class Network:
         track = group.track
         recorder = self.sim.recorder
         if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
-            recorder.dropped += len(group.srcs)  # trace full: skip the per-flow work
-            recorder.next_id += len(group.srcs)
-            self.sim.env.cause = recorder.next_id - 1  # a dropped span: the critical path ends there
+            # trace full: the flows leave skeletons (sim/engine/span_skeleton.py), not seen by observers
+            n, first = len(group.srcs), recorder.next_id
+            recorder.dropped += n
+            recorder.next_id += n
+            kinds = [track] * n if track else [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+            ends = np.broadcast_to(group.finish_s, (n,))
+            recorder.skeletons(group.srcs, kinds, "comm", [group.start_s] * n, ends, first, group.cause)
+            if n:
+                self.sim.env.cause = first + int(np.argmax(ends))
             return
         if len(group.srcs) <= _SPANS_PER_FLOW_MAX:  # a span per flow, recorded in bulk
             tracks = track or [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]

@@ -287,7 +287,7 @@ def run_bottleneck(result) -> dict:
     config = result.scenario.workload  # None: several jobs
     workload = workload_for(config.kind) if config is not None else None
     return bottleneck_report(
-        result.spans,
+        result.sim.recorder.frame_with_skeletons(),  # the dropped spans' skeletons keep the path whole
         result.links,
         result.cluster.topology,
         result.sim_time_s,

@@ -126,3 +126,27 @@ def test_a_simulated_chain_of_kernels_and_latency_adds_up_to_the_run():
     report = bottleneck_report(sim.recorder.frame(), sim_time_s=sim.now)
     assert report["critical_path"] == pytest.approx({"compute": 3.0, "latency": 0.5, "idle": 0.25})
     assert report["critical_path_s"] == pytest.approx(sim.now)
+
+
+@pytest.mark.parametrize(
+    "scenario, overrides",
+    [
+        ("scenarios/allreduce-2x8-h100.yaml", ["workload.algorithm=ring"]),
+        ("tests/report/data/train-llama3-8b-tp8-dp8.yaml", ["workload.global_batch_tokens=262144"]),
+        ("scenarios/cp-70b-h100-2hosts-128k.yaml", []),
+    ],
+)
+def test_spans_dropped_past_the_trace_limit_leave_the_critical_path_whole(scenario, overrides):
+    """Dropped spans keep their skeletons (sim/engine/span_skeleton.py): the report of a run whose
+    trace is capped is the report of the same run with every span kept."""
+    from pathlib import Path
+
+    from sim.runner import run
+    from sim.scenario.model import load_scenario
+
+    path = str(Path(__file__).resolve().parents[2] / scenario)
+    full = run(load_scenario(path, [*overrides, "trace_limit=100000000"])).bottleneck
+    capped = run(load_scenario(path, [*overrides, "trace_limit=50"]))
+    assert capped.sim.recorder.dropped > 0 and capped.bottleneck["exact"]
+    assert capped.bottleneck["critical_path"] == pytest.approx(full["critical_path"], rel=1e-9, abs=1e-12)
+    assert capped.bottleneck["resource"] == full["resource"]
