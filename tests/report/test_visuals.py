@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 from scipy import stats
 
+from hardware_models.units import format_bytes
 from sim import load_scenario, run
 from sim.report.resources import busy_by_resource, resource_of, tier_bytes, utilisation_over_time
 from sim.report.trace import chrome_trace, parse_window
@@ -139,8 +140,11 @@ def test_trace_has_one_process_per_host_and_named_threads_with_bytes(ring_nic_bo
         assert (e["pid"], e["tid"]) in threads and e["dur"] >= 0 and procs[e["pid"]].startswith("host ")
     flow = next(e for e in slices if e["args"]["resource"] == "nic")
     host = int(procs[flow["pid"]].split()[1])
-    assert flow["args"]["bytes"] == 256 * 2**20 / 16 and flow["args"]["size"] == "16 MiB"
+    assert flow["args"]["size"] == format_bytes(flow["args"]["bytes"])
     assert threads[(flow["pid"], flow["tid"])].endswith("nic") and host in (0, 1)
+    # a ring all-reduce of S bytes over n ranks moves 2 (n - 1) S bytes in all, whatever its slices
+    moved = sum(e["args"]["bytes"] for e in slices if e["args"]["resource"] in ("nic", "scale_up"))
+    assert moved == pytest.approx(2 * 15 * 256 * 2**20)
     assert any(e["ph"] == "C" for e in events)  # utilisation counters
 
 
