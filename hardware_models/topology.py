@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Literal
 import networkx as nx
 import numpy as np
 from pydantic import Field, model_validator
-from scipy.sparse.csgraph import shortest_path
 
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
@@ -215,6 +214,8 @@ class Topology:
                 row = self._hop_distances(parent) + 1.0
                 row[i] = 0.0
             else:
+                from scipy.sparse.csgraph import shortest_path  # lazy: scipy.linalg comes with it
+
                 row = shortest_path(adjacency, unweighted=True, directed=False, indices=i)
             rows[node] = row
         return rows[node]

@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
-from scipy.optimize import brentq
 
 from sim.memory.placement import Rules
 from sim.memory.zipf import ZipfRows
@@ -62,6 +61,7 @@ HIT = Callable[[np.ndarray, float], np.ndarray]  # h(p, T)
 
 def che_time(dist: ZipfRows, capacity: float, h: HIT) -> float:
     """The characteristic time T (accesses) with sum_k h(p_k, T) = capacity (Che's approximation)."""
+    from scipy.optimize import brentq  # lazy: start-up
 
     def occupancy(log_t: float) -> float:
         t = math.exp(log_t)

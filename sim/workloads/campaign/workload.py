@@ -35,7 +35,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
-from scipy import stats
 
 from hardware_models.nic import LinkSpec
 from hardware_models.strict import StrictModel
@@ -180,6 +179,8 @@ def measure_io(sim, cluster, config: Config):
 
 
 def _summary(values) -> dict:
+    from scipy import stats  # lazy: scipy.stats alone takes longer to import than a small run
+
     a = np.asarray(values, dtype=float)
     n = len(a)
     std = float(a.std(ddof=1)) if n > 1 else 0.0

@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 
 @dataclass
@@ -49,6 +47,9 @@ def milp_assign(
     node_limit: int = 2000,
     time_limit_s: float = 60.0,
 ) -> MilpResult:
+    import scipy.sparse as sp  # lazy: scipy's optimiser only where a plan is searched
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     n, g = len(cost), len(fixed_load)
     hosts = g // gpus_per_node
     nx = n * g  # x[i, k] at i * g + k, then z
