@@ -197,8 +197,7 @@ def bottleneck_report(
     if reading.bounds_run in breakdown:
         resource = reading.bounds_run
     bound = reading.bounded_by.get(resource)
-    utilisation = dict(zip(*_utilisation(spans, window)))
-    utilisation.update(_link_utilisation(links))
+    utilisation = dict(zip(*_utilisation(spans, window)))  # busy while a span is open (links: see `links`)
     utilisation.update(reading.utilisation)
     report = {
         "resource": resource,
@@ -233,15 +232,6 @@ def _utilisation(spans: pd.DataFrame, window: float):
     return table["resource"].tolist(), table["utilisation"].tolist()
 
 
-def _link_utilisation(links: pd.DataFrame | None) -> dict[str, float]:
-    """Per network link kind: mean over the links that carried bytes of bytes / (capacity x run), the
-    link table's `utilisation` (what links.png draws)."""
-    if links is None or links.empty:
-        return {}
-    used = links[(links["bytes"] > 0) & links["kind"].isin(NETWORK_RESOURCES)]
-    return {str(k): float(v) for k, v in used.groupby("kind")["utilisation"].mean().items()}
-
-
 def summary_rows(report: dict) -> list[tuple[str, str]]:
     """(name, value) rows for the `dcsim run` table: one `bottleneck` row (the bounding resource and
     any other resource with at least RUNNER_UP_SHARE of the path), the path's shares, busy fractions."""
@@ -266,7 +256,7 @@ def summary_rows(report: dict) -> list[tuple[str, str]]:
         path += f" (partial: {report['partial']})"
     rows.append(("critical path", path or "(no spans recorded)"))
     util = ", ".join(f"{label(k)} {v:.0%}" for k, v in sorted(report["utilisation"].items(), key=lambda kv: -kv[1]))
-    rows.append(("utilisation (mean over instances)", util or "-"))
+    rows.append(("busy (time with a span open, mean over instances)", util or "-"))
     if report.get("workload"):  # the workload kind's own reading of its path (run_bottleneck)
         rows.append(
             (

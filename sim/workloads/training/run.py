@@ -328,7 +328,7 @@ class TrainingRun:
             flows = [(a.node, b.node, self.plan.p2p_bytes) for a, b in zip(g.devices, dst)]
             pp = self._pp_flows[(g.d, g.s, s_to)] = (flows, StepKey(f"pp {g.s}->{s_to} replica {g.d}"))
         start = self.sim.now
-        done = self.net.transfer_many(pp[0], name=f"pp {kind}{mb} v{j_from}->v{j_to}", track="pp", key=pp[1])
+        done = self.net.transfer_many(pp[0], name=f"pp {kind}{mb} v{j_from}->v{j_to}", key=pp[1])
         receiver = self.groups[(s_to, g.d)]
 
         def arrived(_e):
@@ -351,8 +351,10 @@ class TrainingRun:
             key = ("dp", it, g.s, chunk, unit, op)
             yield self._meet(key, len(self.classes), lambda: self._dp_flows(g.s, chunk, unit, op))
             if self.sim.now > start:
-                self.sim.span(
-                    g.driver.node, "dp", f"dp {op} chunk {chunk} unit {unit}", start, self.sim.now, category="comm"
+                rings = self._dp_rings.get(g.s, ([], 0.0))[0]
+                link = self.net.first_link_kind(rings[0][0], rings[0][1]) if rings and len(rings[0]) > 1 else "nic"
+                self.sim.span(  # on the link kind the DP ring leaves by: the resource its wait is charged to
+                    g.driver.node, link, f"dp {op} chunk {chunk} unit {unit}", start, self.sim.now, category="comm"
                 )
                 g.stats.comm.append((start, self.sim.now))
 
@@ -375,7 +377,7 @@ class TrainingRun:
         flows, fill_s, key = self._dp_schedule(s, chunk, unit, op)
         if flows:
             yield self.net.transfer_many(
-                flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", track="dp", key=key
+                flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", key=key
             )
         if fill_s > 0:
             yield self.sim.timeout(fill_s)
