@@ -1,6 +1,6 @@
 """How a metric's value is written for people: its unit and a sensible number of digits.
 
-Units come from the metric's name (the naming contract of README.md / DESIGN.md: `_s`, `_bytes`,
+Units come from the metric's name (the naming contract in README.md, "Contracts": `_s`, `_bytes`,
 `_bytes_per_s`, `_j`, `_w`, `_w_per_s`, `_usd`, `_fraction`, `_flop`, `_flop_per_s`, `_tflop_per_s`,
 `<things>_per_s`), then from the kind's documentation (`Workload.metrics`: "name -> meaning, unit",
 the unit after the last comma). Units are short symbols:
