@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Union
+from functools import cache
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, create_model, field_validator
 
 from hardware_models.strict import StrictModel
 from sim.cluster.cluster import Cluster
 from sim.errors import ScenarioError
-from sim.workloads import WORKLOADS, kind_of
+from sim.workloads import KINDS, WorkloadBase, config_class, kind_of
+from sim.workloads.kind_union import KindUnion
 
 
 class HostRequest(StrictModel):
@@ -95,12 +97,19 @@ def job_class(config_class):
     )
 
 
-_JOB_CLASSES = tuple(job_class(w.config_class) for w in WORKLOADS)
-JobConfig = (
-    Annotated[Union[_JOB_CLASSES], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
-    if len(_JOB_CLASSES) > 1
-    else _JOB_CLASSES[0]
-)
+def job_class_of(kind: object):
+    """The job config class of `kind` (None for an unknown kind), built once per kind."""
+    config = config_class(kind)
+    return None if config is None else _job_class(config)
+
+
+@cache
+def _job_class(config):
+    return job_class(config)
+
+
+# one job of `workloads`: the union on `kind` of every kind's job class, imported by dispatch
+JobConfig = Annotated[WorkloadBase, KindUnion(job_class_of, lambda: list(KINDS))]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from hardware_models import catalog, units
+from sim.workloads.kind_union import KindUnion
 
 _UNITS = {
     "Bytes": 'bytes (`"96 GiB"`, number)',
@@ -45,6 +46,9 @@ def _unit_validators() -> dict[int, str]:
 
 def _models_in(ann: Any, in_list: bool = False) -> list[tuple[type[BaseModel], bool]]:
     """Models inside an annotation, each with whether it sits inside a list."""
+    kind_union = next((m for m in getattr(ann, "__metadata__", ()) if isinstance(m, KindUnion)), None)
+    if kind_union is not None:  # the lazy union of workload kinds (sim/workloads/kind_union.py)
+        ann = kind_union.plain_union()
     if inspect.isclass(ann) and issubclass(ann, BaseModel):
         return [(ann, in_list)]
     in_list = in_list or typing.get_origin(ann) in (list, tuple)

@@ -1,67 +1,77 @@
 """Workload kinds: one package per kind, each exporting `WORKLOAD` (sim/workloads/base.py's `Workload`)
 from its `kind.py`, and the registry below.
 
-Adding a kind = one package sim/workloads/<kind>/ and one line in WORKLOADS (no import side effects).
+Adding a kind = one package sim/workloads/<package>/ and one line in KINDS (no import side effects):
+the kind's name -> the module that defines its config class `Config` (the scenario's union member);
+its `WORKLOAD` is in the same package's `kind.py`. Packages are imported when a kind is asked for,
+not before: a run imports the kind it runs, `dcsim --help` none (start-up, issue 26).
 Core code reaches a kind only through `workload_for(kind)`: its config class, simulate, metrics,
 estimate, plots, bottleneck part and plan.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Union
-
-from pydantic import Field
+import importlib
+from functools import cache
+from typing import Annotated, Any
 
 from sim.workloads.base import Workload, WorkloadBase, kind_of
-from sim.workloads.campaign.kind import WORKLOAD as CAMPAIGN
-from sim.workloads.collective.kind import WORKLOAD as COLLECTIVE
-from sim.workloads.cp_inference.kind import WORKLOAD as CP_INFERENCE
-from sim.workloads.embedding.kind import WORKLOAD as EMBEDDING
-from sim.workloads.ingestion.kind import WORKLOAD as INGESTION
-from sim.workloads.serving.kind import WORKLOAD as SERVING
-from sim.workloads.tiered_memory.kind import WORKLOAD as TIERED_MEMORY
-from sim.workloads.trace_replay.kind import WORKLOAD as TRACE_REPLAY
-from sim.workloads.training.kind import WORKLOAD as TRAINING
+from sim.workloads.kind_union import KindUnion
 
-WORKLOADS: tuple[Workload, ...] = (
-    COLLECTIVE,
-    CP_INFERENCE,
-    INGESTION,
-    EMBEDDING,
-    CAMPAIGN,
-    TRAINING,
-    TIERED_MEMORY,
-    TRACE_REPLAY,
-    SERVING,
-)
-
-_BY_KIND = {w.kind: w for w in WORKLOADS}
-
-_CONFIGS = tuple(w.config_class for w in WORKLOADS)
-WorkloadConfig = (
-    Annotated[Union[_CONFIGS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
-    if len(_CONFIGS) > 1
-    else _CONFIGS[0]
-)
+KINDS: dict[str, str] = {  # kind -> module of its config class `Config`; order: the union's
+    "collective": "sim.workloads.collective.workload",
+    "cp_inference": "sim.workloads.cp_inference.workload",
+    "ingestion": "sim.workloads.ingestion.config",
+    "embedding_training": "sim.workloads.embedding.workload",
+    "training_campaign": "sim.workloads.campaign.workload",
+    "training": "sim.workloads.training.workload",
+    "tiered_memory": "sim.workloads.tiered_memory.workload",
+    "trace_replay": "sim.workloads.trace_replay.workload",
+    "serving": "sim.workloads.serving.config",
+}
 
 
 def kinds() -> list[str]:
     """Every registered kind, sorted."""
-    return sorted(_BY_KIND)
+    return sorted(KINDS)
 
 
+@cache
 def workload_for(kind: str) -> Workload:
     """The Workload of `kind` (KeyError for an unknown kind; scenarios are validated before)."""
-    return _BY_KIND[kind]
+    package = KINDS[kind].rpartition(".")[0]
+    workload = importlib.import_module(f"{package}.kind").WORKLOAD
+    assert isinstance(workload, Workload) and workload.kind == kind, f"{package}.kind.WORKLOAD is not kind {kind!r}"
+    return workload
 
 
 def config_class(kind: object) -> type[WorkloadBase] | None:
     """The config model of `kind`, None for an unknown kind or a non-string."""
-    workload = _BY_KIND.get(kind) if isinstance(kind, str) else None
-    return workload.config_class if workload else None
+    if not isinstance(kind, str) or kind not in KINDS:
+        return None
+    return _config_class(kind)
+
+
+@cache
+def _config_class(kind: str) -> type[WorkloadBase]:
+    config = importlib.import_module(KINDS[kind]).Config
+    assert issubclass(config, WorkloadBase) and kind_of(config) == kind, f"{KINDS[kind]}.Config is not kind {kind!r}"
+    return config
+
+
+# The scenario's `workload`: the discriminated union on `kind` of every kind's config class,
+# validated by dispatch so that only the named kind is imported (sim/workloads/kind_union.py).
+WorkloadConfig = Annotated[WorkloadBase, KindUnion(config_class, lambda: list(KINDS))]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WORKLOADS":  # every kind's Workload, in registry order (imports every kind)
+        return tuple(workload_for(kind) for kind in KINDS)
+    raise AttributeError(f"module 'sim.workloads' has no attribute {name!r}")
 
 
 __all__ = [
+    "KINDS",
     "WORKLOADS",
     "Workload",
     "WorkloadBase",

@@ -27,6 +27,7 @@ from sim.scenario.jobs import JobConfig
 from sim.scenario.model import load_scenario
 from sim.workloads import WORKLOADS, Workload, WorkloadBase, WorkloadConfig, config_class, kind_of, kinds, workload_for
 from sim.workloads.base import PathReading
+from sim.workloads.kind_union import KindUnion
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((ROOT / "tests" / "golden" / "metrics.json").read_text())
@@ -60,7 +61,8 @@ for _path in sorted((ROOT / "scenarios").glob("*.yaml")):
 
 
 def _union_kinds(union) -> list[str]:
-    members = typing.get_args(typing.get_args(union)[0]) if typing.get_origin(union) is typing.Annotated else (union,)
+    lazy = [m for m in getattr(union, "__metadata__", ()) if isinstance(m, KindUnion)]  # sim/workloads/kind_union.py
+    members = lazy[0].members() if lazy else typing.get_args(typing.get_args(union)[0])
     return sorted(kind_of(m) for m in members)
 
 
