@@ -50,6 +50,7 @@ class Plan:
     max_load_s: float | None = None
     gap: float | None = None
     milp: object = None  # recshard: sim.workloads.embedding.milp.MilpResult of the reduced problem
+    estimate_s: float | None = None  # recshard: its estimate of an iteration (estimate.py), what it minimised
 
 
 def gb(x: float) -> str:
@@ -71,8 +72,13 @@ def capacities(model: CostModel, dense_params: float) -> Capacities:
     return Capacities(hbm, tiers)
 
 
-def choose_scheme(table: Table, stored_bytes: float, model: CostModel, budget: float) -> str:
+def choose_scheme(
+    table: Table, stored_bytes: float, model: CostModel, budget: float, max_shard_fraction: float | None = None
+) -> str:
+    """The table's scheme (manual, forced, or `auto` by size); `max_shard_fraction` overrides the
+    config's (recshard tries several)."""
     sh = model.cfg.sharding
+    frac = sh.max_shard_fraction if max_shard_fraction is None else max_shard_fraction
     manual = sh.tables.get(table.name) if sh.planner == "manual" else None
     if manual is not None:
         return manual.scheme
@@ -80,20 +86,22 @@ def choose_scheme(table: Table, stored_bytes: float, model: CostModel, budget: f
         return sh.scheme
     if stored_bytes <= sh.data_parallel_max_bytes:
         return "data_parallel"
-    if stored_bytes <= sh.max_shard_fraction * budget:
+    if stored_bytes <= frac * budget:
         return "table_wise"
-    if model.hw.nodes > 1 and stored_bytes <= sh.max_shard_fraction * budget * model.gpus_per_node:
+    if model.hw.nodes > 1 and stored_bytes <= frac * budget * model.gpus_per_node:
         return "table_row_wise"
     return "row_wise"
 
 
-def make_shards(tables: list[Table], model: CostModel, budget: float) -> list[Shard]:
+def make_shards(
+    tables: list[Table], model: CostModel, budget: float, max_shard_fraction: float | None = None
+) -> list[Shard]:
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     lookups_per_sample = 1.0 / cfg.dedup
     shards: list[Shard] = []
     for t in tables:
         stored = t.rows * (t.row_bytes + model.state_bytes_for(t.dim))
-        scheme = choose_scheme(t, stored, model, budget)
+        scheme = choose_scheme(t, stored, model, budget, max_shard_fraction)
         lookups = cfg.batch_size_per_gpu * w * t.pooling * lookups_per_sample
         if scheme == "data_parallel":
             shards.append(

@@ -32,7 +32,7 @@ import numpy as np
 from sim.errors import ScenarioError
 from sim.workloads.embedding.cost import LENGTH_BYTES, CostModel, Shard
 from sim.workloads.embedding.milp import apply_milp, movable, try_milp
-from sim.workloads.embedding.planner import Capacities, Plan, gb, labels
+from sim.workloads.embedding.planner import Capacities, Plan, gb
 
 
 def comm_proxy_s(model: CostModel, s: Shard) -> float:
@@ -93,8 +93,16 @@ def fill(shards: list[Shard], start: list[int], capacity: float, model: CostMode
             ]
         )
 
+    norm = np.array([s.dist.norm for s in shards])
+    alpha = np.array([s.dist.alpha for s in shards])
+    flat = alpha <= 0
+    inv = -1.0 / np.where(flat, 1.0, alpha)
+
     def ends(lam: float) -> np.ndarray:
-        return np.maximum(st, [s.dist.hot_rows(lam / wi) for s, wi in zip(shards, weight)])
+        """Rows accessed with probability >= lam / weight (ZipfRows.hot_rows, for all shards at once)."""
+        rate = lam / weight
+        k = np.where(flat, np.where(rate * rows <= 1, rows, 0), (rate * norm) ** inv)
+        return np.maximum(st, np.minimum(rows, np.floor(k + 1e-9))).astype(np.int64)
 
     top = max(wi * s.dist.pmf(1) for s, wi in zip(shards, weight)) * 2
     low = min(wi * s.dist.pmf(s.rows) for s, wi in zip(shards, weight)) / 2
@@ -105,7 +113,14 @@ def fill(shards: list[Shard], start: list[int], capacity: float, model: CostMode
             lo = mid
         else:
             hi = mid
-    return ends(math.exp(hi)).tolist()
+    # rows tied at the threshold (a flat law: all or none of a shard) share what is left, worth first
+    inside, over = ends(math.exp(hi)), ends(math.exp(lo))
+    left = capacity - float(((inside - st) * b).sum())
+    for k in sorted(np.flatnonzero(over > inside), key=lambda k: (-weight[k], k)):
+        extra = min(int(over[k] - inside[k]), int(max(left, 0.0) // b[k]))
+        inside[k] += extra
+        left -= extra * b[k]
+    return inside.astype(int).tolist()
 
 
 def place_rest(shards: list[Shard], hbm_rows: list[int], model: CostModel, caps: Capacities, host: int) -> None:
@@ -132,9 +147,18 @@ def place_rest(shards: list[Shard], hbm_rows: list[int], model: CostModel, caps:
 
 
 def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
+    """Proposals (scheme rules x host-pinning rules), each balanced, tiered and improved by local
+    search on the iteration estimate (sim/workloads/embedding/search.py); the best estimate wins."""
+    from sim.workloads.embedding.proposals import best_plan
+
+    return best_plan(shards, model, caps)
+
+
+def relax(items: list[Shard], model: CostModel, caps: Capacities) -> np.ndarray:
+    """Step 1: hot rows with every GPU's HBM and every host's tiers pooled; returns each shard's
+    additive cost (their sum / GPUs is a lower bound on the most loaded GPU's)."""
     w, gpn = model.num_gpus, model.gpus_per_node
     first_slow = next(iter(caps.host_tier_bytes), None)
-    items = [s for s in shards if s.scheme != "data_parallel"]
     total_slow = sum(caps.host_tier_bytes.values()) * (w // gpn)
     need = sum(s.rows * model.stored_row_bytes(s) for s in items)
     if need > caps.hbm_bytes_per_gpu * w + total_slow:
@@ -144,49 +168,25 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
             f"{gb(need - caps.hbm_bytes_per_gpu * w - total_slow)}",
             path="workload.tables",
         )
-    # 1. relaxation: every GPU's HBM and every host's tiers pooled
     hosts = w // gpn
     pooled = Capacities(caps.hbm_bytes_per_gpu * w, {t: c * hosts for t, c in caps.host_tier_bytes.items()})
     place_rest(items, fill(items, [0] * len(items), pooled.hbm_bytes_per_gpu, model, first_slow), model, pooled, -1)
-    cost = np.array([proxy_s(model, s) for s in items])
-    lower_bound = float(cost.sum() / w)
-    # 2-4 from three starting points (how table-row-wise tables are pinned to hosts); keep the best
-    relaxed = _snapshot(items)
-    best = None
-    for rule in ("cost", "hbm", "bytes"):
-        _restore(items, relaxed)
-        final_max, milp = _assign(items, cost.copy(), caps, model, rule)
-        if best is None or final_max < best[0] * (1 - 1e-12):
-            best = (final_max, milp, _snapshot(items))
-    final_max, milp, state = best
-    _restore(items, state)
-    plan = Plan(
-        "recshard",
-        shards,
-        caps,
-        labels(model),
-        lower_bound,
-        final_max,
-        float(max(0.0, 1 - lower_bound / final_max)) if final_max > 0 else 0.0,
-    )
-    plan.milp = milp
-    return plan
+    return np.array([proxy_s(model, s) for s in items])
 
 
-def _snapshot(items) -> list:
+def snapshot(items) -> list:
     return [(s.rank, s.host, s.hbm_rows, dict(s.tier_rows), s.cache_rows) for s in items]
 
 
-def _restore(items, state) -> None:
+def restore(items, state) -> None:
     for s, (rank, host, hbm_rows, tier_rows, cache_rows) in zip(items, state):
         s.rank, s.host, s.hbm_rows, s.tier_rows, s.cache_rows = rank, host, hbm_rows, dict(tier_rows), cache_rows
 
 
-def _assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str):
-    """Greedy, refinement (and MILP), exact tiering; returns (most loaded GPU's cost, MILP result)."""
+def assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str, exact_tiers: bool = True):
+    """Steps 2-4 (greedy, refinement and MILP, exact tiering) for one pinning rule; returns the MILP result."""
     w, gpn = model.num_gpus, model.gpus_per_node
     hosts = w // gpn
-    first_slow = next(iter(caps.host_tier_bytes), None)
     # 2. greedy: pinned shards first, then largest cost to the least loaded GPU with room
     load, hbm_used = np.zeros(w), np.zeros(w)
     host_used = np.zeros(hosts)
@@ -218,18 +218,22 @@ def _assign(items, cost, caps: Capacities, model: CostModel, pin_rule: str):
         apply_milp(items, cost, hbm_b, slow_b, load, hbm_used, host_used, gpn, milp)
         _refine(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, model.cfg.sharding.refine_rounds)
     # 4. exact tiering per GPU (HBM) and per host (slow tiers)
-    for host in range(hosts):
+    if exact_tiers:
+        tier(items, model, caps)
+    return milp
+
+
+def tier(items: list[Shard], model: CostModel, caps: Capacities, hosts: list[int] | None = None) -> None:
+    """Each GPU keeps its own shards' most valuable rows in its HBM; each host fills its tiers."""
+    gpn = model.gpus_per_node
+    first_slow = next(iter(caps.host_tier_bytes), None)
+    for host in range(model.num_gpus // gpn) if hosts is None else hosts:
         on_host = [s for s in items if s.rank // gpn == host]
         hot = []
         for g in range(host * gpn, (host + 1) * gpn):
             mine = [s for s in on_host if s.rank == g]
-            hot_g = fill(mine, [0] * len(mine), caps.hbm_bytes_per_gpu, model, first_slow)
-            hot += list(zip(mine, hot_g))
+            hot += list(zip(mine, fill(mine, [0] * len(mine), caps.hbm_bytes_per_gpu, model, first_slow)))
         place_rest([s for s, _ in hot], [h for _, h in hot], model, caps, host)
-    final = np.zeros(w)
-    for s in items:
-        final[s.rank] += proxy_s(model, s)
-    return float(final.max()), milp
 
 
 def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn, add, rule: str) -> None:
