@@ -20,12 +20,16 @@ refill (`FlowTable.recompute`) starts from.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
 
 from sim.network.flow_bundles import Bundles, Growable, owners, ranges
 from sim.network.flow_clocks import BundleClocks
 from sim.network.max_min import flow_matrix
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 _SLOT_FIELDS = {
     "start": (np.int64, 0),

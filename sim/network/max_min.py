@@ -22,8 +22,12 @@ is `FlowTable` (sim/network/flow_table.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:  # scipy.sparse is imported by the reference path only (start-up: issue 26)
+    import scipy.sparse as sp
 
 REL_TOL = 1e-9  # links within this relative distance of the lowest level fill together
 DONE_BYTES = 1e-3  # a flow with fewer bytes left than this is complete
@@ -45,6 +49,8 @@ def flow_matrix(
     An entry is the fraction of the flow's rate that crosses the link: 1 on a single path; with
     ECMP even splitting over k paths, 1/k on each path's own links (repeated links add up, so the
     shared NIC links get 1)."""
+    import scipy.sparse as sp
+
     n = len(lengths)
     indptr = np.concatenate([[0], np.cumsum(lengths)])
     data = np.ones(len(flat_links)) if weights is None else weights.copy()
