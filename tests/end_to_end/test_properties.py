@@ -307,7 +307,7 @@ def test_collective_closed_forms_on_one_switch(op_algo, n, size, model):
     topo, net = cluster.topology, cluster.network
     b = cluster.hardware.nic.achieved_bytes_per_s
     a = topo.path_latency_s(topo.routes(cluster.devices[0].node, cluster.devices[1].node)[0])
-    proc, used = collective(net, op, cluster.nodes(range(n)), size, algo)
+    proc, used = collective(net, op, cluster.nodes(range(n)), size, algo, protocol=None)  # lock-step steps
     cluster.sim.env.run(until=proc)
     assert used == algo
     form = CLOSED_FORM[op_algo]  # both backends: a step's flows share the sender's NIC
@@ -325,7 +325,7 @@ def test_hierarchical_all_reduce_closed_form(nodes, gpus_per_node, size):
     a_nic = topo.path_latency_s(topo.routes("h0/g0", "h1/g0")[0])
     L, H = gpus_per_node, nodes
     expected = 2 * (L - 1) * (size / L / nvl + a_nvl) + 2 * (H - 1) * (size / L / H / nic + a_nic)
-    proc, _ = collective(c.network, "all_reduce", c.nodes(range(c.num_gpus)), size, "hierarchical")
+    proc, _ = collective(c.network, "all_reduce", c.nodes(range(c.num_gpus)), size, "hierarchical", protocol=None)
     c.sim.env.run(until=proc)
     assert c.sim.now == pytest.approx(expected, rel=1e-6)
     # every rank sends 2(L-1)/L S inside its host and 2(H-1)/(L H) S across hosts
@@ -378,7 +378,8 @@ def test_collective_workload_time_grows_with_bytes(op, nodes, gpn, sizes, model)
                 "name": "p",
                 "network_model": model,
                 "hardware": hardware(nodes, gpn),
-                "workload": {"kind": "collective", "op": op, "bytes": sizes, "algorithm": algo},
+                # Simple: the wire carries the payload only (LL/LL128 add their flag bytes)
+                "workload": {"kind": "collective", "op": op, "bytes": sizes, "algorithm": algo, "protocol": "Simple"},
             }
         )
     )
