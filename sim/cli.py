@@ -22,6 +22,26 @@ import sys
 from sim.errors import ScenarioError, check_output_dir
 
 EXIT_USAGE = 2
+LONG_RUN_S = 60.0  # `dcsim run` warns before a run estimated to take longer than this
+
+
+def long_run_warning(scenario, est) -> str | None:
+    """One line for stderr when the estimated wall time of `scenario` (`est`: its Estimate; the figure
+    `dcsim check` prints, sim/scenario/estimate.py) exceeds LONG_RUN_S; on the flow network it
+    names the analytical one."""
+    from hardware_models.units import format_duration
+    from sim.scenario.estimate import wall_time_s
+
+    seconds = wall_time_s(est)
+    if seconds <= LONG_RUN_S:
+        return None
+    text = f"dcsim: this run is estimated to take ~{format_duration(seconds)} of wall time (dcsim check shows why)"
+    if scenario.network_model == "flow":
+        text += (
+            "; network_model: analytical (--set network_model=analytical) prices communication in closed "
+            "form instead of simulating every flow, usually far faster"
+        )
+    return text
 
 
 def cmd_run(args) -> int:
@@ -32,14 +52,14 @@ def cmd_run(args) -> int:
     if args.out:
         check_output_dir(args.out)  # before the run: a long run must not end unable to write
     from sim.engine.progress import progress_enabled
-    from sim.scenario.estimate import DEFAULT_LIMITS
+    from sim.scenario.estimate import DEFAULT_LIMITS, enforce
 
+    limits = None if args.no_limits else DEFAULT_LIMITS
     try:
-        result = run(
-            scenario,
-            progress=progress_enabled(args.quiet or args.json),
-            limits=None if args.no_limits else DEFAULT_LIMITS,
-        )
+        warning = long_run_warning(scenario, enforce(scenario, limits))  # a refused run says so instead
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
+        result = run(scenario, progress=progress_enabled(args.quiet or args.json), limits=limits)
     except ScenarioError as err:
         raise err.with_file(args.scenario) from None
     if args.out:
