@@ -6,8 +6,13 @@ NAME is a file stem of benchmarks/scenarios/*.yaml (e.g. cp-405b-1m-16hosts); --
 scenario fields as `dcsim run --set` does (e.g. workload.duration_s=60 for a shortened ingestion run;
 its target then no longer applies and shows as "n/a").
 
-Prints one table, all runs in this one process: bare SimPy's and dcsim's engine events/s on a timeout
-loop, then per scenario the wall time, events processed,
+Prints one table. First start-up (issue 26), each command a fresh process run `--startup-repeats`
+times (median wall time, peak resident memory of the process): `python -c "import numpy"` (the
+yardstick), `dcsim --help`, `python -c "import sim.cli"` and the README's first command (`dcsim run
+scenarios/allreduce-2x8-h100.yaml`), with their ratio to the yardstick; targets: `dcsim --help` at
+most 4x `import numpy`, the small scenario under 1 s (on a quiet machine; the ratio is less
+sensitive to load). Then, all runs in this one process: bare SimPy's and dcsim's engine events/s on
+a timeout loop, then per scenario the wall time, events processed,
 events/s, the ratio to bare SimPy's events/s, the peak memory (resident set, reset before each
 scenario where Linux allows it, else the process's peak so far), issue 13's targets for it and
 whether they are met. Targets: events/s at least half of bare SimPy's and memory under 4 GiB for
@@ -20,6 +25,9 @@ from __future__ import annotations
 import argparse
 import gc
 import resource
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,6 +47,9 @@ TARGETS = {
 }
 MIN_RATIO = 0.5  # events/s at least half of bare SimPy's
 MAX_MEMORY_MIB = 4096.0
+README_SCENARIO = "scenarios/allreduce-2x8-h100.yaml"  # the README's first command runs it
+# issue 26 start-up targets: (most x `import numpy`, most seconds) per command
+STARTUP_TARGETS = {"dcsim --help": (4.0, None), "dcsim run (README)": (None, 1.0)}
 
 
 def timeout_loop_events_per_s(env=None, n: int = 400_000) -> float:
@@ -75,6 +86,66 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# Runs one command from a small interpreter and prints its wall time, peak resident KiB and exit code.
+# (A child's peak resident set includes the memory of the process that forked it, so the command
+# is not started from this benchmark process, which holds the scenarios' runs.)
+_LAUNCHER = """import os, sys, time
+quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+start = time.perf_counter()
+pid = os.posix_spawnp(sys.argv[1], sys.argv[1:], os.environ, file_actions=quiet)
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def timed_process(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MiB) of one run of `argv` as a fresh process, output discarded."""
+    launch = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
+    out = subprocess.run(launch, cwd=HERE.parent, capture_output=True, text=True, check=True).stdout.split()
+    wall_s, peak_kib, code = float(out[0]), int(out[1]), int(out[2])
+    if code != 0:
+        raise SystemExit(f"start-up command failed (exit {code}): {' '.join(argv)}")
+    return wall_s, peak_kib / 1024  # Linux reports KiB
+
+
+def startup_rows(repeats: int) -> None:
+    """Start-up rows of the table: median wall time of `repeats` fresh processes per command."""
+    dcsim = [shutil.which("dcsim") or sys.executable, *([] if shutil.which("dcsim") else ["-m", "sim.cli"])]
+    commands = {
+        "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
+        "dcsim --help": [*dcsim, "--help"],
+        "python -c 'import sim.cli'": [sys.executable, "-c", "import sim.cli"],
+        "dcsim run (README)": [*dcsim, "run", README_SCENARIO],
+    }
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    peaks: dict[str, float] = dict.fromkeys(commands, 0.0)
+    for _ in range(repeats):  # interleaved, so that a change of load hits every command alike
+        for name, argv in commands.items():
+            wall, peak = timed_process(argv)
+            walls[name].append(wall)
+            peaks[name] = max(peaks[name], peak)
+    numpy_s = statistics.median(walls["python -c 'import numpy'"])
+    for name in commands:
+        median = statistics.median(walls[name])
+        most_ratio, most_s = STARTUP_TARGETS.get(name, (None, None))
+        targets, missed = [], []
+        if most_ratio is not None:
+            targets.append(f"<={most_ratio:g}x numpy")
+            missed += ["ratio"] if median > most_ratio * numpy_s else []
+        if most_s is not None:
+            targets.append(f"wall<{most_s:g}s (quiet)")
+            missed += ["wall"] if not median < most_s else []
+        targets.append(f"mem<{MAX_MEMORY_MIB / 1024:g}GiB")
+        missed += ["mem"] if not peaks[name] < MAX_MEMORY_MIB else []
+        met = "yes" if not missed else "no:" + "+".join(missed)
+        print(
+            f"{'start-up: ' + name:36s} {median:8.3f} {'-':>10s} {'-':>11s} {'-':>8s} {peaks[name]:8.0f}  "
+            f"{', '.join(targets):32s} {met:12s} {median / numpy_s:.1f}x import numpy; median of {repeats} "
+            f"processes (min {min(walls[name]):.3f} s)",
+            flush=True,
+        )
+
+
 def verdict(stem: str, wall_s: float, ratio: float, memory_mib: float, overridden: bool) -> tuple[str, str]:
     """(targets, met) columns: 'yes', or 'no:' and the targets missed."""
     wall_target = None if overridden else TARGETS.get(stem)
@@ -106,6 +177,8 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="override a scenario field (repeatable)",
     )
+    ap.add_argument("--startup-repeats", type=int, default=5, metavar="N", help="processes per start-up row")
+    ap.add_argument("--no-startup", action="store_true", help="leave the start-up rows out")
     args = ap.parse_args()
     paths = sorted((HERE / "scenarios").glob("*.yaml"))
     if args.only:
@@ -113,6 +186,16 @@ def main() -> None:
         if unknown:
             ap.error(f"no benchmark scenario {', '.join(sorted(unknown))}; have: {', '.join(p.stem for p in paths)}")
         paths = [p for p in paths if p.stem in args.only]
+    header = (
+        f"{'scenario':36s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
+        f"{'targets':32s} {'met':12s} metric"
+    )
+    if not args.no_startup:
+        if sys.flags.dont_write_bytecode:
+            print("note: bytecode caching is off here (PYTHONDONTWRITEBYTECODE): every process compiles dcsim")
+        print(header)
+        startup_rows(args.startup_repeats)
+        print()
     ceiling = timeout_loop_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
     from sim.engine.simulation import Simulation
@@ -122,10 +205,7 @@ def main() -> None:
         f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
         f"overhead; the scenarios below add their models' work per event)"
     )
-    print(
-        f"{'scenario':26s} {'wall_s':>8s} {'events':>10s} {'events/s':>11s} {'vs simpy':>8s} {'peak MiB':>8s}  "
-        f"{'targets':32s} {'met':12s} metric"
-    )
+    print(header)
     for path in paths:
         gc.collect()
         reset_peak_rss()
@@ -138,7 +218,7 @@ def main() -> None:
         )
         metric = f"{key}={result.metrics[key]:.4g}" if key else ""
         print(
-            f"{path.stem:26s} {result.wall_s:8.2f} {result.events:10d} {rate:11,.0f} {rate / ceiling:8.2f} "
+            f"{path.stem:36s} {result.wall_s:8.2f} {result.events:10d} {rate:11,.0f} {rate / ceiling:8.2f} "
             f"{memory:8.0f}  {targets:32s} {met:12s} {metric}",
             flush=True,
         )
