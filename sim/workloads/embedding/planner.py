@@ -15,7 +15,9 @@ Planners (`sharding.planner`):
 - `recshard` (RecShard, arXiv 2201.10095; sim/workloads/embedding/recshard.py): per-row access frequencies decide
   how many of each shard's hottest rows stay in HBM and which tier holds the rest, and a cost model
   balances the GPUs (relaxation lower bound, greedy, refinement, optional MILP); its plan reports
-  the optimality gap against the bound.
+  the optimality gap against the bound. Under `scheme: auto` it also proposes other table-wise /
+  table-row-wise thresholds, and improves the best proposals by local search on the planner's
+  estimate of an iteration (sim/workloads/embedding/proposals.py, search.py).
 - `manual`: per table scheme, ranks, placement and hot-row fraction (`sharding.tables`).
 A plan that cannot fit raises a ScenarioError saying by how much.
 """

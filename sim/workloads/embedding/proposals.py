@@ -24,15 +24,17 @@ import numpy as np
 
 from sim.errors import ScenarioError
 from sim.workloads.embedding.cost import CostModel, Shard
+from sim.workloads.embedding.iteration_score import IterationScore
 from sim.workloads.embedding.planner import Capacities, Plan, labels, make_shards
 from sim.workloads.embedding.recshard import assign, proxy_s, relax, restore, snapshot, tier
-from sim.workloads.embedding.search import Assignment, IterationScore, improve
+from sim.workloads.embedding.search import Assignment, improve
 
 SCHEME_FRACTIONS = (1.0, 0.25)
 PIN_RULES = ("cost", "hbm", "bytes")
 SEARCH_ROUNDS = 200  # steepest-descent steps per search (each one move or swap)
-RETIER_PASSES = 2  # search, re-tier, search again
+RETIER_PASSES = 1  # search, re-tier (and search again: more passes)
 SEARCHED_VARIANTS = 2  # scheme rules whose balanced plans estimate best get the local search
+SEARCH_MAX_GPUS = 64  # beyond: the configured scheme rule, pinning rule by the additive cost, no search
 
 
 def planning_network(model: CostModel):
@@ -44,6 +46,8 @@ def planning_network(model: CostModel):
 
 
 def best_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
+    if model.num_gpus > SEARCH_MAX_GPUS:
+        return _proxy_plan(shards, model, caps)
     tables = list({id(s.table): s.table for s in shards}.values())
     dp = [s for s in shards if s.scheme == "data_parallel"]
     score = IterationScore(model, planning_network(model), model.cfg, tables, dp)
@@ -73,7 +77,10 @@ def best_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
         if best is None or value < best[0] * (1 - 1e-9) or (value <= best[0] * (1 + 1e-9) and k < best[-1]):
             best = (value, state, lower_bound, milp, k)
     value, state, lower_bound, milp, k = best
-    variant = variants[k]
+    return _plan(variants[k], model, caps, state, lower_bound, milp, value)
+
+
+def _plan(variant, model: CostModel, caps: Capacities, state, lower_bound: float, milp, value) -> Plan:
     items = [s for s in variant if s.scheme != "data_parallel"]
     restore(items, state)
     load = np.zeros(model.num_gpus)
@@ -85,6 +92,24 @@ def best_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     plan.milp = milp
     plan.estimate_s = value
     return plan
+
+
+def _proxy_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
+    """Large clusters: recshard's balancing alone, the pinning rule with the lowest additive cost."""
+    items = [s for s in shards if s.scheme != "data_parallel"]
+    cost = relax(items, model, caps)
+    lower_bound = float(cost.sum() / model.num_gpus)
+    relaxed = snapshot(items)
+    best = None
+    for rule in PIN_RULES:
+        restore(items, relaxed)
+        milp = assign(items, cost.copy(), caps, model, rule)
+        load = np.zeros(model.num_gpus)
+        for s in items:
+            load[s.rank] += proxy_s(model, s)
+        if best is None or load.max() < best[0] * (1 - 1e-12):
+            best = (float(load.max()), snapshot(items), milp)
+    return _plan(shards, model, caps, best[1], lower_bound, best[2], None)
 
 
 def _start(shards: list[Shard], model: CostModel, caps: Capacities, score: IterationScore):

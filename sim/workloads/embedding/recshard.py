@@ -6,21 +6,24 @@ a set of shards and a capacity, every row above a common threshold of that worth
 threshold), which is the optimal split of that capacity for the additive cost; `place_rest` then
 fills a host's slower tiers, fastest first, the same way.
 
-The planner:
-  1. Relaxation: HBM of all GPUs pooled, rows ranked by accesses x time saved per byte (a common
-     threshold, found by bisection) -> hot rows per shard; sum of shard costs / GPUs is a lower
-     bound on the most loaded GPU's cost.
-  2. Greedy: shards by cost, largest first, to the least-loaded GPU with room (HBM and host tiers).
+The balancing of one proposal (a scheme rule and a host-pinning rule):
+  1. Relaxation (`relax`): HBM of all GPUs pooled, rows ranked by accesses x time saved per byte
+     (a common threshold, found by bisection; rows tied at it share what is left) -> hot rows per
+     shard; sum of shard costs / GPUs is a lower bound on the most loaded GPU's cost.
+  2. Greedy (`assign`): shards by cost, largest first, to the least-loaded GPU with room (HBM and
+     host tiers).
   3. Refinement: moves and swaps off the most loaded GPU while they lower it. Where the reduced
      problem (fixed hot-row splits, one binary per shard and GPU) has at most `milp_max_binaries`
      binaries, scipy.optimize.milp (HiGHS, deterministic node limit) solves it too (sim/workloads/embedding/milp.py);
      the better assignment is kept and refined again.
-  4. Each GPU re-ranks its own rows into its HBM and each host fills its tiers hottest first.
+  4. (`tier`) Each GPU re-ranks its own rows into its HBM and each host fills its tiers hottest first.
   The reported `gap` = (most loaded GPU - lower bound) / most loaded GPU, in the additive cost.
+`recshard` makes several proposals, improves them by local search on the iteration estimate and
+keeps the best (sim/workloads/embedding/proposals.py, search.py).
 
 `proxy_s` is the additive cost a shard adds to its GPU: its accesses at uncontended per-access times
-(sim/workloads/embedding/cost.py) plus its share of the pooled all-to-all; the balancing works on it, and the
-simulation then measures the real, contended result.
+(sim/workloads/embedding/cost.py) plus its share of the pooled all-to-all; the balancing works on it, the
+search then on the iteration estimate, and the simulation measures the real, contended result.
 """
 
 from __future__ import annotations
