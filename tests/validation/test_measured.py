@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,9 @@ def dcsim(*argv) -> int:
     return done.value.code
 
 
-def measured_json(capsys, path, *extra) -> dict:
-    assert dcsim("validate", "--measured", str(path), "--json", *extra) == 0
+def measured_json(capsys, path, *extra, out=None) -> dict:
+    out = out or Path(tempfile.mkdtemp(prefix="measured-"))  # never the working directory
+    assert dcsim("validate", "--measured", str(path), "--json", "--out", str(out), *extra) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -88,7 +90,7 @@ def gloo(tmp_path_factory):
 
 
 def test_trace_ops_become_cases_and_the_rest_is_listed_unmatched(mlp, capsys, tmp_path):
-    data = measured_json(capsys, mlp[0][0], "--out", str(tmp_path))
+    data = measured_json(capsys, mlp[0][0], out=tmp_path)
     cats = {c["category"] for c in data["cases"]}
     assert {"gemm", "elementwise", "step"} <= cats <= {"gemm", "elementwise", "step"}
     gemms = [c for c in data["cases"] if c["category"] == "gemm"]
@@ -193,6 +195,6 @@ def test_csv_rows_map_to_collectives_gemms_and_scenario_metrics(capsys, tmp_path
 def test_an_unknown_format_is_a_one_line_error(capsys, tmp_path):
     odd = tmp_path / "notes.txt"
     odd.write_text("hello\n")
-    assert dcsim("validate", "--measured", str(odd), "--json") == 2
+    assert dcsim("validate", "--measured", str(odd), "--json", "--out", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--measured" in err[0] and "unknown format" in err[0]
