@@ -155,10 +155,11 @@ class RecorderTape:
         the previous copy's last span. Rows past the recorder's limit leave their skeletons."""
         recorder, skeleton = self.recorder, self.recorder.skeleton
         rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat, *_ in self.rows]
-        k0, k1 = self._skeleton0, self._skeleton1
-        ids = [r[8] for r in self.rows] + [int(skeleton.causes[3 * k]) for k in range(k0, k1)]
+        # the dropped rows' skeletons: (component, track, category, start, end, id, after, until)
+        bones = skeleton.rows(self._skeleton0, self._skeleton1)
+        ids = [r[8] for r in self.rows] + [b[5] for b in bones]
         inside = {sid: k for k, sid in enumerate(ids)}
-        ends = [r[4] for r in rows] + [skeleton.times[2 * k + 1] - origin_s for k in range(k0, k1)]
+        ends = [r[4] for r in rows] + [b[4] - origin_s for b in bones]
         last = max(range(len(ids)), key=lambda k: (ends[k], k)) if ids else -1
         prev_ids = ids  # ids of the previous copy's rows (first: the recorded repetition)
         for i, base in enumerate(starts.tolist(), start=1):
@@ -166,14 +167,14 @@ class RecorderTape:
             recorder.next_id += len(rows) + self.dropped
             new_ids = list(range(first, first + len(ids)))
             entry = prev_ids[last] if last >= 0 else -1
-            if k1 > k0:
-                skeleton.extend(skeleton, k0, k1, base - origin_s, dict(zip(ids, new_ids)), entry)
 
             def mapped(ref: int) -> int:
                 k = inside.get(ref)
                 return new_ids[k] if k is not None else entry
 
             causes = [(mapped(r[9]), mapped(r[10])) for r in self.rows]
+            for (c, t, cat, s, e, _sid, after, until), new_id in zip(bones, new_ids[len(rows) :]):
+                skeleton.add(c, t, cat, base + s - origin_s, base + e - origin_s, new_id, mapped(after), mapped(until))
             kept = len(rows)
             if recorder.limit is not None:
                 room = max(0, recorder.limit - len(recorder.rows))

@@ -274,22 +274,25 @@ class Recorder:
 
     def skeletons(self, components, tracks, category: str, starts, ends, first_id: int, after: int) -> None:
         """The skeletons of spans dropped past the limit (ids from `first_id`, all started by `after`)."""
-        add = self.skeleton.add
-        times = zip(np.asarray(starts).tolist(), np.asarray(ends).tolist())
-        for k, (c, t, (s, e)) in enumerate(zip(components, tracks, times)):
-            add(c, t, category, s, e, first_id + k, after, after)
+        self.skeleton_codes(self.skeleton_where(components, tracks, category), starts, ends, first_id, after)
+
+    def skeleton_where(self, components, tracks, category: str) -> np.ndarray:
+        """The interned (component, track, category) codes of spans, n x 3 (reusable for the same spans)."""
+        code = self.skeleton.code
+        cat = code(category)
+        return np.array([(code(c), code(t), cat) for c, t in zip(components, tracks)], dtype=np.int32).reshape(-1, 3)
+
+    def skeleton_codes(self, where: np.ndarray, starts, ends, first_id: int, after: int) -> None:
+        """`skeletons` with the codes already interned (`skeleton_where`)."""
+        if len(where):
+            self.skeleton.add_many(
+                where, np.asarray(starts, dtype=float), np.asarray(ends, dtype=float), first_id, after
+            )
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
         df["duration_s"] = df["end_s"] - df["start_s"]
         return df
-
-    def frame_with_skeletons(self) -> pd.DataFrame:
-        """`frame()` and the skeletons of the dropped spans (no names, bytes or FLOPs): every span,
-        for the critical path and busy times."""
-        if not len(self.skeleton):
-            return self.frame()
-        return pd.concat([self.frame(), self.skeleton.frame()], ignore_index=True)
 
 
 class Simulation:

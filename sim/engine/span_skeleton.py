@@ -15,24 +15,28 @@ from array import array
 import numpy as np
 import pandas as pd
 
-SKELETON_CAPACITY = 20_000_000  # ~1 GB at most: past it, spans leave nothing (the path is then partial)
+SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, spans leave nothing (the path is then partial)
 
 
 class SpanSkeleton:
-    """Flat columns of dropped spans (see the module docstring)."""
+    """Columns of dropped spans (see the module docstring), in order: chunks (one per bulk call) and
+    the single spans gathered since the last chunk in flat arrays."""
 
     def __init__(self, capacity: int = SKELETON_CAPACITY) -> None:
         self.capacity = capacity
         self._names: dict[str, int] = {}
-        self.where = array("i")  # 3 interned codes per span: component, track, category
-        self.times = array("d")  # 2 per span: start, end
-        self.causes = array("q")  # 3 per span: id, after, until
+        self.where = array("i")  # single spans: 3 interned codes each (component, track, category)
+        self.times = array("d")  # 2 each: start, end
+        self.causes = array("q")  # 3 each: id, after, until
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (where n x 3, times n x 2, causes n x 3)
+        self._chunked = 0
         self.lost = 0  # spans past `capacity`, which left nothing
 
     def __len__(self) -> int:
-        return len(self.times) // 2
+        return len(self.times) // 2 + self._chunked
 
-    def _code(self, text: str) -> int:
+    def code(self, text: str) -> int:
+        """The small integer standing for a component, track or category name."""
         code = self._names.get(text)
         if code is None:
             code = self._names[text] = len(self._names)
@@ -44,48 +48,79 @@ class SpanSkeleton:
         if len(self) >= self.capacity:
             self.lost += 1
             return
-        code = self._code
+        code = self.code
         self.where.extend((code(component), code(track), code(category)))
         self.times.extend((start_s, end_s))
         self.causes.extend((sid, after, until))
 
-    def extend(
-        self, other: SpanSkeleton, start: int, stop: int, shift_s: float, ids: dict[int, int], entry: int
-    ) -> None:
-        """Add `other`'s skeletons start..stop again, `shift_s` later, with ids mapped by `ids` (a cause
-        not in it becomes `entry`): a replayed repetition (sim/engine/replay.py RecorderTape)."""
-        names = list(other._names)
-        for k in range(start, stop):
-            c, t, g = other.where[3 * k : 3 * k + 3]
-            sid, after, until = other.causes[3 * k : 3 * k + 3]
-            self.add(
-                names[c],
-                names[t],
-                names[g],
-                other.times[2 * k] + shift_s,
-                other.times[2 * k + 1] + shift_s,
-                ids[sid],
-                ids.get(after, entry),
-                ids.get(until, entry),
+    def add_many(self, where: np.ndarray, starts: np.ndarray, ends: np.ndarray, first_id: int, after: int) -> None:
+        """Spans with codes `where` (n x 3, from `code`), consecutive ids from `first_id`, all started
+        by `after` and ended by their own durations (the flows of one transfer)."""
+        n = min(len(where), max(0, self.capacity - len(self)))
+        self.lost += len(where) - n
+        if n == 0:
+            return
+        self._flush()  # keep the order in which spans were added
+        ids = np.arange(first_id, first_id + n, dtype=np.int64)
+        causes = np.column_stack([ids, np.full(n, after, dtype=np.int64), np.full(n, after, dtype=np.int64)])
+        times = np.column_stack([np.broadcast_to(starts, (len(where),))[:n], np.broadcast_to(ends, (len(where),))[:n]])
+        self._chunks.append((np.asarray(where[:n], dtype=np.int32), times.astype(float), causes))
+        self._chunked += n
+
+    def _flush(self) -> None:
+        """Move the single spans gathered so far into a chunk."""
+        n = len(self.times) // 2
+        if not n:
+            return
+        self._chunks.append(
+            (
+                np.frombuffer(self.where, dtype=np.int32).reshape(n, 3).copy(),
+                np.frombuffer(self.times, dtype=np.float64).reshape(n, 2).copy(),
+                np.frombuffer(self.causes, dtype=np.int64).reshape(n, 3).copy(),
             )
+        )
+        self._chunked += n
+        self.where, self.times, self.causes = array("i"), array("d"), array("q")
+
+    def rows(self, start: int, stop: int) -> list[tuple]:
+        """Skeletons start..stop (in the order added) as (component, track,
+        category, start_s, end_s, id, after, until) tuples."""
+        where, times, causes = self._arrays()
+        names = list(self._names)
+        return [
+            (names[w[0]], names[w[1]], names[w[2]], float(t[0]), float(t[1]), int(c[0]), int(c[1]), int(c[2]))
+            for w, t, c in zip(where[start:stop], times[start:stop], causes[start:stop])
+        ]
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self._flush()
+        if not self._chunks:
+            return np.zeros((0, 3), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 3), dtype=np.int64)
+        if len(self._chunks) > 1:
+            merged = tuple(np.concatenate(part) for part in zip(*self._chunks))
+            self._chunks = [merged]  # type: ignore[list-item]
+        return self._chunks[0]
 
     def frame(self) -> pd.DataFrame:
-        """The skeletons as rows of the span table (no name, bytes or FLOPs)."""
-        n = len(self)
-        names = np.array(list(self._names) or [""], dtype=object)
-        where = np.frombuffer(self.where, dtype=np.int32).reshape(n, 3) if n else np.zeros((0, 3), dtype=np.int32)
-        times = np.frombuffer(self.times, dtype=np.float64).reshape(n, 2) if n else np.zeros((0, 2))
-        causes = np.frombuffer(self.causes, dtype=np.int64).reshape(n, 3) if n else np.zeros((0, 3), dtype=np.int64)
+        """The skeletons as rows of the span table (no name, bytes or FLOPs); names as categoricals
+        of the interned codes (millions of rows: no string per row)."""
+        where, times, causes = self._arrays()
+        names = list(self._names) or [""]
+        n = len(times)
+
+        def column(k: int) -> pd.Categorical:
+            return pd.Categorical.from_codes(where[:, k], categories=names)
+
         return pd.DataFrame(
             {
-                "component": names[where[:, 0]],
-                "track": names[where[:, 1]],
-                "name": "",
+                "component": column(0),
+                "track": column(1),
+                "name": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""]),
                 "start_s": times[:, 0],
                 "end_s": times[:, 1],
                 "bytes": 0.0,
                 "flop": 0.0,
-                "category": names[where[:, 2]],
+                "category": column(2),
                 "id": causes[:, 0],
                 "after": causes[:, 1],
                 "until": causes[:, 2],

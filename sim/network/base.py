@@ -90,6 +90,7 @@ class Network:
         # step key -> (srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
         self._keyed: dict[StepKey, tuple[list[str], list[str], np.ndarray, float, Routed | None]] = {}
         self._track_cache: dict[tuple[str, str], str] = {}
+        self._skeleton_where: dict = {}  # StepKey -> interned codes of its flows' skeletons (a full trace)
         self._estimate_terms: dict[tuple[str, str], tuple] = {}  # (src, dst) -> estimate_time_s terms
         # (srcs, dsts) -> routes of one byte per flow: the same endpoints with other sizes reuse them
         self._pair_routes: dict[tuple[tuple[str, ...], tuple[str, ...]], Routed] = {}
@@ -283,9 +284,14 @@ class Network:
             n, first = len(group.srcs), recorder.next_id
             recorder.dropped += n
             recorder.next_id += n
-            kinds = [track] * n if track else [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+            where = self._skeleton_where.get(group.key) if group.key is not None else None
+            if where is None:  # interned once per step (a replayed step has the same flows)
+                kinds = [track] * n if track else [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+                where = recorder.skeleton_where(group.srcs, kinds, "comm")
+                if group.key is not None:
+                    self._skeleton_where[group.key] = where
             ends = np.broadcast_to(group.finish_s, (n,))
-            recorder.skeletons(group.srcs, kinds, "comm", [group.start_s] * n, ends, first, group.cause)
+            recorder.skeleton_codes(where, group.start_s, ends, first, group.cause)
             if n:
                 self.sim.env.cause = first + int(np.argmax(ends))
             return

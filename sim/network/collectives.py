@@ -339,7 +339,7 @@ def nccl_schedule(
 
 def plan(
     network: Network, op: str, algorithm: str, protocol: str, group: Sequence[str], nbytes: float
-) -> tuple[nccl.Plan, list[Step], nccl.StepCosts]:
+) -> tuple[nccl.CollectivePlan, list[Step], nccl.StepCosts]:
     """NCCL's tuner: the (algorithm, protocol) of least estimated time (`auto` tries NCCL's candidates)
     with its schedule and step costs. On the analytical backend the schedule runs as one slice (its
     time is then the tuner's closed form: base + sum of step latency and bandwidth times)."""
@@ -351,7 +351,7 @@ def plan(
     nodes = len({host_of(d) for d in group})
     pipelined = not isinstance(network, AnalyticalNetwork)
     protocols = nccl.PROTOCOLS if protocol == "auto" else (protocol,)
-    best: tuple[nccl.Plan, list[Step], nccl.StepCosts] | None = None
+    best: tuple[nccl.CollectivePlan, list[Step], nccl.StepCosts] | None = None
     for algo in nccl_candidates(op) if algorithm == "auto" else (algorithm,):
         try:
             steps = nccl_schedule(op, algo, group, nbytes, host_of)

@@ -152,7 +152,7 @@ def pipelined_time_s(
 
 
 @dataclass(frozen=True)
-class Plan:
+class CollectivePlan:
     """How one collective runs: algorithm, protocol, slices, the per-operation latency, per-step hop
     latencies, the payload-to-wire factor of its flows, and the tuner's time estimate."""
 
@@ -175,7 +175,7 @@ def plan_for(
     bus_bytes: float,
     largest_flow_bytes: float,
     pipelined: bool,
-) -> Plan:
+) -> CollectivePlan:
     """The plan of `op` with `algorithm` and `protocol` (not `auto`) and its estimated time.
     `bus_bytes`: the payload x nccl-tests' bus factor (so bus_bytes / time is busbw)."""
     factor = bandwidth_factor(algorithm, protocol, op, nodes)
@@ -190,9 +190,9 @@ def plan_for(
     busiest = costs.busiest_link_s * wire if slices > 1 else math.fsum(bandwidth)
     base = base_latency_s(algorithm, protocol)
     estimate = base + pipelined_time_s(bandwidth, latency, slices, busiest if slices > 1 else 0.0)
-    return Plan(algorithm, protocol, slices, base, tuple(latency), wire, estimate)
+    return CollectivePlan(algorithm, protocol, slices, base, tuple(latency), wire, estimate)
 
 
-def best_plan(plans: Sequence[Plan]) -> Plan:
+def best_plan(plans: Sequence[CollectivePlan]) -> CollectivePlan:
     """The tuner's choice: the smallest estimated time (first one on ties)."""
     return min(plans, key=lambda p: p.estimate_s)

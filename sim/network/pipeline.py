@@ -1,7 +1,7 @@
 """Running a collective schedule as NCCL does: a per-operation latency, then slices flowing through
 the steps (a wavefront), each step's hop latency, and the protocol's extra wire bytes.
 
-`run_pipelined(network, steps, plan)` (plan: sim/network/nccl.py `Plan`):
+`run_pipelined(network, steps, plan)` (plan: sim/network/nccl.py `CollectivePlan`):
 - waits the plan's per-operation latency (kernel launch, proxy set-up);
 - cuts every step into `plan.slices` slices: slice i of step s is the step's flows with 1/slices of
   their bytes, times the protocol's wire factor (LL sends a flag with every 4 data bytes), so the
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sim.network.collectives import Step
 
 from sim.network.base import Network
-from sim.network.nccl import Plan
+from sim.network.nccl import CollectivePlan
 
 
 def slice_steps(steps: Sequence[Step], fraction: float) -> list[Step]:
@@ -46,7 +46,7 @@ def slice_steps(steps: Sequence[Step], fraction: float) -> list[Step]:
 def run_pipelined(
     network: Network,
     steps: Sequence[Step],
-    plan: Plan,
+    plan: CollectivePlan,
     bandwidth_s: Sequence[float],
     wire_latency_s: Sequence[float],
     name: str = "collective",

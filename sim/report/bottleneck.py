@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from sim.report.critical_path import GAP, START, UNRECORDED, as_seen_by, walk
 from sim.report.resources import PHASE_CATEGORIES, WAIT_CATEGORIES, busy_by_resource, is_wrapper, label, with_resources
@@ -146,12 +147,16 @@ def bottleneck_report(
     sim_time_s: float | None = None,
     spans_dropped: int = 0,
     read: Callable[[pd.DataFrame], PathReading] | None = None,
+    skeletons: pd.DataFrame | None = None,
 ) -> dict:
     """The report stored as `bottleneck` in summary.json (plain JSON types). `read(path)`: the
-    workload's reading of the path (`Workload.read_critical_path`)."""
-    spans = with_resources(spans)
+    workload's reading of the path (`Workload.read_critical_path`); `skeletons`: what the spans the
+    recorder dropped left (sim/engine/span_skeleton.py), walked with the spans; busy times come from
+    the spans kept."""
     window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if len(spans) else 0.0))
-    causes = infer_causes(spans)
+    every = spans if skeletons is None or skeletons.empty else _with_skeletons(spans, skeletons)
+    causes = infer_causes(every)
+    spans = every
     walked = walk(causes)
     path = attribute_links(with_resources(walked.spans), topology, links)
     reading = read(path) if read is not None else PathReading(path)
@@ -197,7 +202,8 @@ def bottleneck_report(
     if reading.bounds_run in breakdown:
         resource = reading.bounds_run
     bound = reading.bounded_by.get(resource)
-    utilisation = dict(zip(*_utilisation(spans, window)))  # busy while a span is open (links: see `links`)
+    kept = every.iloc[: len(every) - (0 if skeletons is None else len(skeletons))]
+    utilisation = dict(zip(*_utilisation(kept, window)))  # busy while a span is open (links: see `links`)
     utilisation.update(reading.utilisation)
     report = {
         "resource": resource,
@@ -223,6 +229,24 @@ def bottleneck_report(
         report["link"] = str(top)
         report["link_utilisation"] = float(links.loc[links["link"] == top, "utilisation"].iat[0])
     return report
+
+
+def _with_skeletons(spans: pd.DataFrame, skeletons: pd.DataFrame) -> pd.DataFrame:
+    """The spans, then the skeletons, in one table; text columns as categoricals (millions of
+    skeletons: no string per row)."""
+    columns = {}
+    for col in spans.columns:
+        if col in ("component", "track", "name", "category"):
+            columns[col] = union_categoricals([_categorical(spans[col]), _categorical(skeletons[col])])
+        else:
+            columns[col] = np.concatenate([spans[col].to_numpy(), skeletons[col].to_numpy()])
+    return pd.DataFrame(columns)
+
+
+def _categorical(values: pd.Series) -> pd.Categorical:
+    """`values` as a categorical whose categories are plain Python strings (one dtype to unite)."""
+    cat = values.array if isinstance(values.dtype, pd.CategoricalDtype) else pd.Categorical(values)
+    return pd.Categorical.from_codes(cat.codes, categories=pd.Index(list(cat.categories), dtype=object))
 
 
 def _utilisation(spans: pd.DataFrame, window: float):
@@ -277,10 +301,11 @@ def run_bottleneck(result) -> dict:
     config = result.scenario.workload  # None: several jobs
     workload = workload_for(config.kind) if config is not None else None
     return bottleneck_report(
-        result.sim.recorder.frame_with_skeletons(),  # the dropped spans' skeletons keep the path whole
+        result.spans,
         result.links,
         result.cluster.topology,
         result.sim_time_s,
         result.sim.recorder.dropped,
         read=(lambda path: workload.read_critical_path(result, path)) if workload is not None else None,
+        skeletons=result.sim.recorder.skeleton.frame() if len(result.sim.recorder.skeleton) else None,
     )

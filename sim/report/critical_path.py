@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim.report.resources import with_resources
+
 GAP = "latency"  # time between a cause's end and the span it released, with nothing recorded in between
 START = "idle"  # time before the first span of the path (nothing recorded released it)
 UNRECORDED = "unrecorded"  # time before a cause the recorder dropped (trace_limit)
@@ -126,7 +128,7 @@ def as_seen_by(
     mine = (spans["component"] == component) & (spans["end_s"] > spans["start_s"])
     if track is not None:
         mine &= spans["track"] == track
-    own = spans[mine].sort_values("start_s")
+    own = with_resources(spans[mine]).sort_values("start_s")
     busy_start, busy_end, busy_res = [], [], []
     reach = -np.inf
     for s, e, r in zip(own["start_s"].to_numpy(), own["end_s"].to_numpy(), own["resource"].to_numpy(dtype=object)):

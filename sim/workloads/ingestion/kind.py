@@ -86,6 +86,8 @@ STALL_BOUND = 0.01  # a path this much stalled: the data pipeline, not the train
 
 def _last_trainer(spans) -> str:
     """The trainer host whose last span ends last."""
+    if "component" not in spans:
+        return ""
     trainers = spans[spans["component"].astype(str).str.fullmatch(TRAINER.pattern)]
     return str(trainers.loc[trainers["end_s"].idxmax(), "component"]) if len(trainers) else ""
 

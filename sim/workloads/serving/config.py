@@ -58,7 +58,7 @@ def _lengths(v):
     return {"dist": "fixed", "mean": v} if isinstance(v, (int, float)) and not isinstance(v, bool) else v
 
 
-class Arrivals(StrictModel):
+class RequestArrivals(StrictModel):
     process: Literal["poisson", "gamma"] = "poisson"
     rate_per_s: float = Field(gt=0, description="mean requests per second")
     cv: float = Field(1.0, gt=0, description="gamma: coefficient of variation of inter-arrival times")
@@ -89,7 +89,7 @@ class Config(WorkloadBase):
     router: Literal["round-robin", "least-loaded", "prompt-length"] = "least-loaded"
     ring: Literal["auto", "pass-kv", "pass-q"] = "auto"
     allreduce_algorithm: Literal["auto", "ring", "tree", "hierarchical"] = "auto"
-    arrivals: Arrivals | None = None
+    arrivals: RequestArrivals | None = None
     trace: str | None = Field(None, description="CSV: arrival_s, prompt_tokens, decode_tokens[, cached_tokens]")
     slo: Slo = Slo()
     timeline_bins: int = Field(50, ge=1, le=1000, description="points of the over-time metrics")

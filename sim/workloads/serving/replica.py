@@ -26,7 +26,7 @@ from __future__ import annotations
 from array import array
 
 
-class Replica:
+class ServingReplica:
     def __init__(self, index: int, pool, pool_index: int, devices: list, scheduler, cost, ctx) -> None:
         self.index, self.pool, self.pool_index = index, pool, pool_index
         self.devices, self.scheduler, self.cost, self.ctx = devices, scheduler, cost, ctx

@@ -24,7 +24,7 @@ import numpy as np
 
 from sim.errors import ScenarioError
 
-TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "decode_tokens")
+REQUEST_TRACE_COLUMNS = ("arrival_s", "prompt_tokens", "decode_tokens")
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def read_trace(path: str) -> RequestArrays:
         )
     with file.open(newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in TRACE_COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in REQUEST_TRACE_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise ScenarioError(
                 f"trace CSV lacks column(s) {', '.join(missing)}; needs arrival_s, prompt_tokens, decode_tokens"

@@ -123,7 +123,7 @@ class KvBlocks:
 
 
 @dataclass
-class Plan:
+class IterationPlan:
     """What one iteration does: the batch for the cost model and who advances."""
 
     batch: Batch = field(default_factory=Batch)
@@ -195,8 +195,8 @@ class ReplicaScheduler:
         req.load = req.prefill_target - max(req.kv, req.cached) + max(0, req.decode_tokens - max(req.generated, 1))
         self.load_tokens += req.load
 
-    def schedule(self) -> Plan:
-        plan, budget, blocks = Plan(), self.budget, self.blocks
+    def schedule(self) -> IterationPlan:
+        plan, budget, blocks = IterationPlan(), self.budget, self.blocks
         # 1. decodes (oldest first), preempting the newest when a block is missing
         i = 0
         while i < len(self.running) and budget > 0:
@@ -245,7 +245,7 @@ class ReplicaScheduler:
         self._fill_batch(plan)
         return plan
 
-    def _chunk_size(self, req: Req, budget: int, plan: Plan) -> int:
+    def _chunk_size(self, req: Req, budget: int, plan: IterationPlan) -> int:
         remaining = req.prefill_target - req.kv
         if self.chunked:
             return min(remaining, budget)
@@ -253,14 +253,14 @@ class ReplicaScheduler:
             return remaining
         return 0
 
-    def _chunk(self, req: Req, budget: int, plan: Plan) -> int:
+    def _chunk(self, req: Req, budget: int, plan: IterationPlan) -> int:
         chunk = self._chunk_size(req, budget, plan)
         if chunk <= 0 or not self.blocks.grow(req, req.kv + chunk):
             return budget
         plan.prefills.append((req, chunk))
         return budget - chunk
 
-    def _preempt(self, req: Req, plan: Plan) -> None:
+    def _preempt(self, req: Req, plan: IterationPlan) -> None:
         self.running.remove(req)
         if req in plan.decodes:
             plan.decodes.remove(req)
@@ -280,14 +280,14 @@ class ReplicaScheduler:
             req.load += redo
             self.waiting.appendleft(req)
 
-    def _fill_batch(self, plan: Plan) -> None:
+    def _fill_batch(self, plan: IterationPlan) -> None:
         b = plan.batch
         b.prefills = [(chunk, req.kv) for req, chunk in plan.prefills]
         b.decodes = len(plan.decodes)
         b.decode_context_sum = sum(r.kv for r in plan.decodes)
         b.logits = b.decodes + sum(1 for req, chunk in plan.prefills if req.kv + chunk >= req.prefill_target)
 
-    def advance(self, plan: Plan, now: float) -> list[Req]:
+    def advance(self, plan: IterationPlan, now: float) -> list[Req]:
         """Apply a finished iteration at time `now`; returns the requests that left the replica
         (finished, or - on a prefill replica - prefilled and ready to hand over)."""
         for req in plan.decodes:

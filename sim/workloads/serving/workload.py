@@ -20,7 +20,7 @@ from sim.errors import ScenarioError
 from sim.models.transformer import TensorShard
 from sim.workloads.serving.cost import IterationCost
 from sim.workloads.serving.metrics import serving_metrics
-from sim.workloads.serving.replica import Replica
+from sim.workloads.serving.replica import ServingReplica
 from sim.workloads.serving.requests import requests_of
 from sim.workloads.serving.router import Router
 from sim.workloads.serving.scheduler import KvBlocks, ReplicaScheduler, Req
@@ -56,7 +56,7 @@ class ServingRun:
         self.kv_bytes_per_token_full = TensorShard(config.model, 1).kv_bytes_per_token(config.attention_dtype)
         self.kv_transfer_bytes = 0.0
         self.kv_transfer_s: list[float] = []
-        self.replicas: list[Replica] = []
+        self.replicas: list[ServingReplica] = []
         self.capacity_blocks: list[int] = []
         costs: dict[int, IterationCost] = {}
         sched = config.scheduler
@@ -83,14 +83,14 @@ class ServingRun:
             scheduler = ReplicaScheduler(
                 blocks, sched.max_batch_tokens, sched.max_seqs, sched.chunked_prefill, sched.preemption, pool.role
             )
-            self.replicas.append(Replica(index, pool, p, devices, scheduler, costs[p], self))
+            self.replicas.append(ServingReplica(index, pool, p, devices, scheduler, costs[p], self))
         self.router = Router(config, self.replicas)
         self.requests: list[Req] = []
         self.rejected = 0
         self.finished = 0
         self.done = sim.env.event()
 
-    def fits(self, replica: Replica, req: Req) -> bool:
+    def fits(self, replica: ServingReplica, req: Req) -> bool:
         blocks = replica.scheduler.blocks
         return blocks.blocks_for(req.cached + req.prompt + max(req.decode_tokens, 1)) <= blocks.capacity
 
@@ -111,7 +111,7 @@ class ServingRun:
             replica.scheduler.add(req)
             replica.poke()
 
-    def on_leave(self, replica: Replica, req: Req) -> None:
+    def on_leave(self, replica: ServingReplica, req: Req) -> None:
         replica.scheduler.left(req)
         if req.done:
             self._finish()

@@ -62,6 +62,8 @@ class TrainingWorkload(Workload):
         stage_of = {dev.node: (i // per_stage) % par.pp for i, dev in enumerate(devices)}
         last = str(path["component"].iloc[-1])
         spans = result.spans
+        if "track" not in spans:
+            return PathReading(path)
         drivers = sorted(set(spans.loc[spans["track"] == "compute", "component"].astype(str)) & set(stage_of))
         if last not in stage_of or not drivers:
             return PathReading(path)
