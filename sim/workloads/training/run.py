@@ -376,9 +376,7 @@ class TrainingRun:
     def _dp_flows(self, s: int, chunk: int, unit: int, op: str):
         flows, fill_s, key = self._dp_schedule(s, chunk, unit, op)
         if flows:
-            yield self.net.transfer_many(
-                flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", key=key
-            )
+            yield self.net.transfer_many(flows, name=f"dp {op} stage {s} chunk {chunk} unit {unit}", key=key)
         if fill_s > 0:
             yield self.sim.timeout(fill_s)
 
