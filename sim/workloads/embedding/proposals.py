@@ -73,7 +73,7 @@ def best_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     for value, start, lower_bound, milp, k in sorted(starts, key=lambda x: (x[0], x[-1]))[:SEARCHED_VARIANTS]:
         items = [s for s in variants[k] if s.scheme != "data_parallel"]
         restore(items, start)
-        value, state = _search(items, model, caps, score, sum(caps.host_tier_bytes.values()))
+        value, state = _search(items, model, caps, score, caps.host_tier_bytes)
         if best is None or value < best[0] * (1 - 1e-9) or (value <= best[0] * (1 + 1e-9) and k < best[-1]):
             best = (value, state, lower_bound, milp, k)
     value, state, lower_bound, milp, k = best
@@ -119,7 +119,7 @@ def _start(shards: list[Shard], model: CostModel, caps: Capacities, score: Itera
     cost = relax(items, model, caps)
     lower_bound = float(cost.sum() / model.num_gpus)
     relaxed = snapshot(items)
-    host_cap = sum(caps.host_tier_bytes.values())
+    host_cap = caps.host_tier_bytes
     best = None
     for rule in PIN_RULES:
         restore(items, relaxed)
@@ -134,7 +134,7 @@ def _start(shards: list[Shard], model: CostModel, caps: Capacities, score: Itera
     return best
 
 
-def _search(items: list[Shard], model: CostModel, caps: Capacities, score: IterationScore, host_cap: float):
+def _search(items: list[Shard], model: CostModel, caps: Capacities, score: IterationScore, host_cap: dict):
     """Local search with fixed splits, re-tier, again; the best (estimate, state) seen (the exact
     tiering always fits, the relaxed splits it starts from may not)."""
     best = None

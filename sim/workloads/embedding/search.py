@@ -13,7 +13,7 @@ the iteration.
 restricted to shards on the critical ranks: the GPUs whose lookup or update is the slowest (or,
 where a host's shared tier bounds it, that host's GPUs with most tier traffic) and the largest
 contributors to each all-to-all's bottleneck link; their runners-up only when none of those
-improves. Candidates must fit (HBM per GPU, host tiers together per host). A move or swap changes
+improves. Candidates must fit (HBM per GPU, each host tier per host). A move or swap changes
 two ranks and their hosts, so all candidates are scored in one vectorised pass from the current
 sums (the other ranks enter through the top three values of each term). Each step takes the best
 candidate of the first batch that holds an improving one (most critical ranks first); the search
@@ -31,17 +31,20 @@ FIRST = True  # take the best of the first improving batch (False: of all candid
 
 
 class Assignment:
-    """Shards on ranks with their per-shard vectors and per-rank sums; `caps` bounds HBM per GPU and
-    the host tiers (together) per host."""
+    """Shards on ranks with their per-shard vectors and per-rank sums; `hbm_cap` bounds HBM per GPU,
+    `tier_caps` each host tier per host."""
 
-    def __init__(self, items: list[Shard], score: IterationScore, hbm_cap: float, host_cap: float) -> None:
+    def __init__(self, items: list[Shard], score: IterationScore, hbm_cap: float, tier_caps: dict[str, float]) -> None:
         model = score.model
         self.items, self.score = items, score
-        self.hbm_cap, self.host_cap = hbm_cap, host_cap
+        self.hbm_cap = hbm_cap
+        self.host_cap = np.array([tier_caps.get(t, 0.0) for t in score.tiers])  # per host and tier
         self.feats = np.array([score.features(s) for s in items]).reshape(len(items), score.num_features)
         self.comms = np.array([score.comm(s) for s in items]).reshape(len(items), 3)
         self.hbm_b = np.array([model.hbm_bytes(s) for s in items])
-        self.slow_b = np.array([sum(model.tier_bytes(s).values()) for s in items])
+        self.slow_b = np.array([[model.tier_bytes(s).get(t, 0.0) for t in score.tiers] for s in items]).reshape(
+            len(items), len(score.tiers)
+        )
         self.ranks = np.array([s.rank for s in items], dtype=np.int64)
         self.movable = np.array([s.scheme in ("table_wise", "column_wise") for s in items], dtype=bool)
         self.groups: dict[str, np.ndarray] = {}
@@ -71,12 +74,13 @@ class Assignment:
         self.C = np.zeros((w, 3))
         np.add.at(self.C, self.ranks, self.comms)
         self.hbm_used = np.bincount(self.ranks, self.hbm_b, minlength=w)
-        self.host_used = np.bincount(self.ranks // sc.gpn, self.slow_b, minlength=sc.hosts)
+        self.host_used = np.zeros((sc.hosts, len(sc.tiers)))
+        np.add.at(self.host_used, self.ranks // sc.gpn, self.slow_b)
 
     def fits(self) -> bool:
         return bool(
             (self.hbm_used <= self.hbm_cap * (1 + 1e-12)).all()
-            and (self.host_used <= self.host_cap * (1 + 1e-12)).all()
+            and (self.host_used <= self.host_cap * (1 + 1e-12) + 1.0).all()
         )
 
     def value(self) -> float:
@@ -176,10 +180,10 @@ class Assignment:
             delta = gl_links[g, h2] - gl_links[g, h] - np.where(swap[:, None], gl_links[uu, h2] - gl_links[uu, h], 0.0)
             phases.append((base + delta).max(-1) + sc.latency)
         vals = sc.combine(*kernels, *phases)
-        ds = self.slow_b[gi].sum(-1) - np.where(swap, self.slow_b[ui].sum(-1), 0.0)
-        cap, host_cap = self.hbm_cap * (1 + 1e-12), self.host_cap * (1 + 1e-12)
+        ds = self.slow_b[gi].sum(1) - np.where(swap[:, None], self.slow_b[ui].sum(1), 0.0)  # [K, tiers]
+        cap, host_cap = self.hbm_cap * (1 + 1e-12), self.host_cap * (1 + 1e-12) + 1.0
         fits = (hbm_h <= cap).all(-1) & (hbm_h2 <= cap).all(-1)
-        fits &= (self.host_used[h] - ds <= host_cap) & (self.host_used[h2] + ds <= host_cap)
+        fits &= (self.host_used[h] - ds <= host_cap).all(-1) & (self.host_used[h2] + ds <= host_cap).all(-1)
         return np.where(fits, vals, np.inf)
 
     def evaluate_pairs(self, a: np.ndarray, b: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -192,7 +196,7 @@ class Assignment:
         dF = self.feats[i] - np.where(swap, self.feats[jj], 0.0)
         dC = self.comms[i] - np.where(swap, self.comms[jj], 0.0)
         dh = self.hbm_b[i] - np.where(j >= 0, self.hbm_b[jj], 0.0)
-        ds = self.slow_b[i] - np.where(j >= 0, self.slow_b[jj], 0.0)
+        ds = self.slow_b[i] - np.where(swap, self.slow_b[jj], 0.0)  # [K, tiers]
         ha, hb = a // sc.gpn, b // sc.gpn
         cross = (ha != hb)[:, None]
         F = self.F + sc.base
@@ -213,9 +217,11 @@ class Assignment:
             (grad + dC[:, 1:2] * into).max(-1) + sc.latency,
         ]
         vals = sc.combine(*kernels, *phases)
-        cap, host_cap = self.hbm_cap * (1 + 1e-12), self.host_cap * (1 + 1e-12)
+        cap, host_cap = self.hbm_cap * (1 + 1e-12), self.host_cap * (1 + 1e-12) + 1.0
         fits = (self.hbm_used[a] - dh <= cap) & (self.hbm_used[b] + dh <= cap)
-        fits &= (ha == hb) | ((self.host_used[ha] - ds <= host_cap) & (self.host_used[hb] + ds <= host_cap))
+        fits &= (ha == hb) | (
+            (self.host_used[ha] - ds <= host_cap).all(-1) & (self.host_used[hb] + ds <= host_cap).all(-1)
+        )
         return np.where(fits, vals, np.inf)
 
     def group_moves(self, g: int, h2: int, u: int) -> list[tuple[int, int]]:

@@ -43,7 +43,7 @@ def assignment_of(sc, cluster, tables, model, plan) -> Assignment:
     dp = [s for s in plan.shards if s.scheme == "data_parallel"]
     score = IterationScore(model, cluster.network, sc.workload, tables, dp)
     items = [s for s in plan.shards if s.scheme != "data_parallel"]
-    return Assignment(items, score, plan.capacities.hbm_bytes_per_gpu, sum(plan.capacities.host_tier_bytes.values()))
+    return Assignment(items, score, plan.capacities.hbm_bytes_per_gpu, plan.capacities.host_tier_bytes)
 
 
 @pytest.mark.parametrize("name", list(SETS))
@@ -130,3 +130,19 @@ def test_planning_time_is_bounded_and_the_plan_deterministic():
     assert [(s.name, s.rank, s.hbm_rows, s.tier_rows) for s in a.shards] == [
         (s.name, s.rank, s.hbm_rows, s.tier_rows) for s in b.shards
     ]
+
+
+def test_each_host_tier_holds_no_more_than_its_capacity_when_the_first_one_binds():
+    """Two slow tiers (DDR then SCM) with DDR short: the search checks each tier, not their sum."""
+    data = scenario(SPILLS, placements=("hbm", "uvm", "scm"))
+    data["hardware"]["memory_tiers"][0]["capacity"] = "100 GiB"
+    sc = scenario_from_dict(data)
+    _, model, plan = prepare(Simulation(sc.seed), sc.hardware, sc.workload)
+    used: dict[tuple[int, str], float] = {}
+    for s in plan.shards:
+        for tier, nbytes in model.tier_bytes(s).items():
+            key = (s.rank // model.gpus_per_node, tier)
+            used[key] = used.get(key, 0.0) + nbytes
+    assert any(t == "pmem-scm" for _, t in used)  # DDR is full: rows reach SCM
+    for (_, tier), nbytes in used.items():
+        assert nbytes <= model.tiers[tier].capacity + 1.0
