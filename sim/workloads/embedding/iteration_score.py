@@ -159,8 +159,9 @@ class IterationScore:
                 if paths:
                     latency = max(latency, topo.path_latency_s(tuple(paths[0])))
         loads /= self.capacity
-        active = loads.any(axis=0)  # links some all-to-all byte crosses
-        self.IN, self.OUT, self.LOUT, self.LIN = loads[:, active].reshape(4, w, -1)
+        active = loads.any(axis=0)  # links some all-to-all byte crosses (one GPU: none, one zero column)
+        loads = loads[:, active] if active.any() else np.zeros((4 * w, 1))
+        self.IN, self.OUT, self.LOUT, self.LIN = loads.reshape(4, w, -1)
         self.latency = latency
 
     # ---- the estimate ---------------------------------------------------------------------------

@@ -146,3 +146,15 @@ def test_each_host_tier_holds_no_more_than_its_capacity_when_the_first_one_binds
     assert any(t == "pmem-scm" for _, t in used)  # DDR is full: rows reach SCM
     for (_, tier), nbytes in used.items():
         assert nbytes <= model.tiers[tier].capacity + 1.0
+
+
+def test_one_gpu_has_no_all_to_all_and_scores_as_the_estimate():
+    data = scenario(FITS)
+    data["hardware"].update(nodes=1, gpus_per_node=1)
+    sc = scenario_from_dict(data)
+    sim = Simulation(sc.seed)
+    cluster = Cluster.build(sim, sc.hardware, sc.network_model)
+    tables, model, plan = prepare(sim, cluster.hardware, sc.workload)
+    expected = estimate(plan, model, cluster.network, sc.workload, tables)
+    assert expected["breakdown_s"]["pooled_a2a_fwd"] == 0.0
+    assert math.isclose(plan.estimate_s, expected["iteration_s"], rel_tol=1e-9)
