@@ -43,7 +43,8 @@ from collections import defaultdict
 
 from sim.engine.replay import delay_to
 from sim.models.kernel import Kernel
-from sim.network.collectives import choose, run_schedule
+from sim.network.pipeline import run_pipelined
+from sim.workloads.cp_inference.comm_cost import LATENCY_PREFIX, OperationCost, operation_cost
 from sim.workloads.cp_inference.plan import LayerPlan
 from sim.workloads.cp_inference.replay import LayerRecording
 from sim.workloads.parallel_layout import ParallelLayout
@@ -105,13 +106,17 @@ class PhaseRun:
         self._send_s: dict[int, float] = {}  # first layer, GPU (0, 0): duration of each ring send
         self._capture: dict[str, list] = {}  # node -> spans of the last simulated layer (for replay)
         self._to_mirror: dict[str, list] = defaultdict(list)  # node -> spans not yet mirrored
-        self._allreduce_steps: dict[int, list] = {}
+        self._allreduce_cost: dict[int, OperationCost] = {}
+        self._p2p_cost: dict[tuple, OperationCost] = {}
+        self.latency: dict[str, float] = {}  # GPU (0, 0): NCCL software latency per operation kind, s
 
     # ---- the phase ----------------------------------------------------------------------------
     def run(self):
         start = self.sim.now
         yield self.sim.all_of([self.sim.process(self._rank(c)) for c in self.layout.simulated_ranks])
         self.breakdown["total"] = self.sim.now - start
+        for key in [k for k in self.breakdown if k.startswith(LATENCY_PREFIX)]:
+            self.latency[key[len(LATENCY_PREFIX) :]] = self.breakdown.pop(key)
         return dict(self.breakdown)
 
     def _rank(self, c: int):
@@ -290,12 +295,25 @@ class PhaseRun:
             self._events[key] = self.sim.env.event()
         return self._events[key]
 
-    def _comm(self, device, flows, name: str):
-        """Flows sent from `device` as one grouped NCCL call on its comm stream."""
+    def _cost(self, op: str, group: list[str], nbytes: float) -> OperationCost:
+        """NCCL's plan of a send or All2All on these endpoints (cached per phase)."""
+        key = (op, tuple(group), nbytes)
+        if key not in self._p2p_cost:
+            self._p2p_cost[key] = operation_cost(self.network, op, group, nbytes)
+        return self._p2p_cost[key]
+
+    def _comm(self, device, flows, name: str, cost: OperationCost, acc=None, part: str = ""):
+        """Flows sent from `device` as one grouped NCCL call on its comm stream: NCCL's software
+        latency, then the flows (bytes times the protocol's wire factor)."""
         with device.stream("comm").request() as req:
             yield req
             start = self.sim.now
-            yield self.network.transfer_many(flows, name=name)
+            if cost.software_latency_s > 0:
+                yield self.sim.timeout(cost.software_latency_s)
+                if acc is not None:
+                    acc[LATENCY_PREFIX + part] += cost.software_latency_s
+            wire = cost.wire_factor
+            yield self.network.transfer_many([(s, d, b * wire) for s, d, b in flows], name=name)
             self._record(device, "comm", name, start, self.sim.now, sum(f[2] for f in flows), category="comm")
 
     # ---- context parallelism --------------------------------------------------------------------
@@ -323,7 +341,11 @@ class PhaseRun:
         device, peer = self.layout.device(j, c), self.layout.device(j, nxt)
         start = self.sim.now
         name = f"L{layer} {self.plan.ring} send {s}"
-        yield from self._comm(device, [(device.node, peer.node, self.plan.ring_send_bytes)], name)
+        cost = self._cost("send_recv", [device.node, peer.node], self.plan.ring_send_bytes)
+        acc = self.breakdown if c == 0 and j == 0 else None
+        yield from self._comm(
+            device, [(device.node, peer.node, self.plan.ring_send_bytes)], name, cost, acc, "ring_sends"
+        )
         if c == 0 and j == 0 and layer == 0:
             self._send_s[s] = self.sim.now - start
         receiver = c if self.layout.representative else nxt
@@ -334,7 +356,10 @@ class PhaseRun:
         device, cp = self.layout.device(j, c), self.plan.cp
         peers = [d for d in range(cp) if d != c]
         flows = [(device.node, self.layout.device(j, d).node, self.plan.exchange_bytes) for d in peers]
-        yield from self._comm(device, flows, f"L{layer} all2all partial outputs")
+        group = [self.layout.device(j, d).node for d in range(cp)]
+        cost = self._cost("all_to_all", group, cp * self.plan.exchange_bytes)  # nbytes / cp per peer
+        acc = self.breakdown if c == 0 and j == 0 else None
+        yield from self._comm(device, flows, f"L{layer} all2all partial outputs", cost, acc, "all2all")
         if self.layout.representative:
             return  # by symmetry, the blocks sent to us arrive now too
         for d in peers:
@@ -351,18 +376,25 @@ class PhaseRun:
 
     def _allreduce_proc(self, c: int, layer: int):
         devices = self.layout.tp_group(c)
-        if c not in self._allreduce_steps:
-            _, self._allreduce_steps[c] = choose(
-                self.network,
-                "all_reduce",
-                self.allreduce_algorithm,
-                [d.node for d in devices],
-                self.plan.allreduce_bytes,
+        if c not in self._allreduce_cost:
+            group = [d.node for d in devices]
+            self._allreduce_cost[c] = operation_cost(
+                self.network, "all_reduce", group, self.plan.allreduce_bytes, self.allreduce_algorithm
             )
+        cost = self._allreduce_cost[c]
         requests = [d.stream("comm").request() for d in devices]
         yield self.sim.all_of(requests)
         start = self.sim.now
-        yield run_schedule(self.network, self._allreduce_steps[c], name=f"L{layer} tp all_reduce")
+        if c == 0:
+            self.breakdown[LATENCY_PREFIX + "tp_allreduce"] += cost.software_latency_s
+        yield run_pipelined(
+            self.network,
+            cost.steps,
+            cost.plan,
+            cost.costs.bandwidth_s,
+            cost.costs.wire_latency_s,
+            name=f"L{layer} tp all_reduce",
+        )
         for d, req in zip(devices, requests):
             d.stream("comm").release(req)
             self._record(

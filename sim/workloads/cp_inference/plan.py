@@ -79,6 +79,10 @@ class LayerPlan:
     exchange_bytes: float  # pass-Q All2All, per peer
     allreduce_bytes: float  # per TP all-reduce (0 when tp = 1)
     messages: RingMessages
+    kv_tokens_step: int = 0  # KV tokens one ring step's attention reads
+    kv_heads_local: int = 0
+    head_dim: int = 0
+    kv_elem_bytes: float = 2.0
 
     @property
     def attention_step(self) -> Kernel:
@@ -154,6 +158,10 @@ def plan_layer(
         exchange_bytes=messages.partial_output if ring == "pass-q" else 0.0,
         allreduce_bytes=m * model.hidden * act_b if tp > 1 else 0.0,
         messages=messages,
+        kv_tokens_step=kv_tokens_step,
+        kv_heads_local=kvh,
+        head_dim=hd,
+        kv_elem_bytes=DTYPE_BYTES[attn_dtype],
     )
 
 

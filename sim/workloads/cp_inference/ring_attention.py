@@ -132,13 +132,18 @@ def choose_ring(
     q_send_s: float,
     all2all_s: float,
     kv_message_bytes: float,
+    send_latency_s: float = 0.0,
 ) -> RingChoice:
     """Algorithm 1 of arXiv 2411.01783 with Algorithm 5's All2All term (see module docstring).
 
-    Times are uncontended estimates for one layer's step on one GPU, from the hardware model.
+    Times are uncontended estimates for one layer's step on one GPU, from the hardware model;
+    `kv_send_s` and `q_send_s` are the bytes' time (BW is achieved bandwidth), `send_latency_s` the
+    per-send software latency (NCCL's, comm_cost.py) added to both in the exposed terms;
+    `all2all_s` includes its own.
     """
     achieved_c = attention_step_flop / attention_step_s if attention_step_s > 0 else math.inf
     bandwidth = kv_message_bytes / kv_send_s if kv_send_s > 0 else math.inf
+    kv_send_s, q_send_s = kv_send_s + send_latency_s, q_send_s + send_latency_s
     hide_threshold = cp * achieved_c * kv_heads * elem_bytes / (2 * heads * bandwidth)
     miss_rate = new_tokens / (new_tokens + cached_tokens)
     miss_threshold = 2 * kv_heads / heads

@@ -27,6 +27,11 @@ Metrics: `ttft_s` (first request), `ttft_s_per_request`, `ttft_p50_s`, `ttft_p99
 prefill - dense GEMMs and causal attention, no padding - per second per GPU; MFU against the peak of
 `dtype`), `prefill_breakdown_s` and `decode_breakdown_s` (GPU 0: dense, attention, merge,
 ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first layer),
+`prefill_breakdown_s_per_request` (each prefill's breakdown with its `comm_latency` parts,
+`kv_read_hbm_s`, `kernel_launches` and `launch_overhead_s`: what dominates a partial prefill against a
+long persistent KV cache), `prefill_comm_latency_s` and `decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software
+latency charged to ring_sends, all2all and tp_allreduce - comm_cost.py - contained in the breakdown's
+ring_exposed / all2all / tp_allreduce where it is not hidden under attention),
 `memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
 tokens of all requests; energy_per_token_j is the run's energy over them).
 """
@@ -50,6 +55,7 @@ from sim.models.transformer import (
     tp_problem,
 )
 from sim.workloads.base import WorkloadBase
+from sim.workloads.cp_inference.comm_cost import LATENCY_PARTS, operation_cost
 from sim.workloads.cp_inference.layers import CpInferenceLayout, PhaseRun
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 from sim.workloads.cp_inference.ring_attention import (
@@ -271,6 +277,11 @@ def choose_prefill_ring(config: Config, cluster, layout: CpInferenceLayout, phas
     net, src, dst = cluster.network, layout.device(0, 0).node, layout.device(0, 1).node
     msgs = kv_plan.messages
     step = kv_plan.attention_step
+    ring_group = [layout.device(0, c).node for c in range(cp)]
+
+    def latency(op: str, group: list[str], nbytes: float) -> float:  # NCCL's per-operation latency
+        return operation_cost(net, op, group, nbytes).software_latency_s
+
     choice = choose_ring(
         new_tokens=padded_tokens(phase.new_tokens, cp),
         cached_tokens=phase.cached_tokens,
@@ -282,8 +293,10 @@ def choose_prefill_ring(config: Config, cluster, layout: CpInferenceLayout, phas
         attention_step_flop=step.flop,
         kv_send_s=net.estimate_time_s(src, dst, msgs.kv),
         q_send_s=net.estimate_time_s(src, dst, msgs.q),
-        all2all_s=net.estimate_time_s(src, dst, (cp - 1) * msgs.partial_output),
+        all2all_s=net.estimate_time_s(src, dst, (cp - 1) * msgs.partial_output)
+        + latency("all_to_all", ring_group, cp * msgs.partial_output),
         kv_message_bytes=msgs.kv,
+        send_latency_s=latency("send_recv", [src, dst], msgs.q),
     )
     ring = choice.ring if config.ring == "auto" else config.ring
     return ring, choice
@@ -323,6 +336,7 @@ def simulate(sim, cluster, config: Config):
         )
         breakdown = yield from run.run()
         row = {
+            "breakdown": {**breakdown, **_phase_costs(run.plan, hw.gpu), "comm_latency": _latency_parts(run.latency)},
             "arrival_s": arrival,
             "queue_s": start - arrival,
             "prefill_s": sim.now - start,
@@ -331,7 +345,13 @@ def simulate(sim, cluster, config: Config):
             "tokens": req.prompt_tokens + req.decode_tokens,
         }
         if i == 0:
-            first = {"breakdown": breakdown, "steps": run.ring_step_table(), "choice": choice, "req": req}
+            first = {
+                "breakdown": breakdown,
+                "latency": run.latency,
+                "steps": run.ring_step_table(),
+                "choice": choice,
+                "req": req,
+            }
         decode = []
         for t in range(req.decode_tokens):
             step_start = sim.now
@@ -341,6 +361,7 @@ def simulate(sim, cluster, config: Config):
             decode.append(sim.now - step_start)
             if i == 0 and t == 0:
                 first["decode_breakdown"] = bd
+                first["decode_latency"] = drun.latency
         ttits += decode
         rows.append(row)
     return _metrics(config, hw, rows, ttits, first, layout)
@@ -369,6 +390,9 @@ def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: di
         "prefill_flop": flop,
         "prefill_breakdown_s": first["breakdown"],
         "decode_breakdown_s": first.get("decode_breakdown"),
+        "prefill_breakdown_s_per_request": [r["breakdown"] for r in rows],
+        "prefill_comm_latency_s": _latency_parts(first["latency"]),
+        "decode_comm_latency_s": _latency_parts(first["decode_latency"]) if "decode_latency" in first else None,
         "ring_steps": first["steps"],
         "queue_s_per_request": [r["queue_s"] for r in rows],
         "prefill_s_per_request": [r["prefill_s"] for r in rows],
@@ -381,3 +405,31 @@ def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: di
         "memory_per_gpu_bytes": config.memory_per_gpu(hw),
     }
     return metrics
+
+
+def _latency_parts(latency: dict[str, float]) -> dict[str, float]:
+    """NCCL software latency of a phase on GPU 0 by operation kind (part of ring_exposed, all2all
+    and tp_allreduce of the breakdown, not an extra term), and its total."""
+    parts = {k: latency.get(k, 0.0) for k in LATENCY_PARTS}
+    return {**parts, "total": sum(parts.values())}
+
+
+def _phase_costs(plan, gpu) -> dict[str, float]:
+    """What bounds a phase on GPU 0, next to its breakdown: `kv_read_hbm_s`, the KV blocks the ring
+    steps' attention reads at peak HBM bandwidth (the attention's floor: a short query block against
+    a long cache is this read, not FLOPs); `kernel_launches` and `launch_overhead_s` (the hardware
+    model's per-kernel launch overhead, contained in the kernel times)."""
+    kv_bytes = 2.0 * plan.kv_tokens_step * plan.kv_heads_local * plan.head_dim * plan.kv_elem_bytes
+    per_layer = (
+        len(plan.pre_attention)
+        + sum(len(step) for step in plan.ring_steps)
+        + len(plan.post_exchange)
+        + len(plan.out_proj)
+        + len(plan.ffn)
+    )
+    launches = plan.layers * per_layer + len(plan.final)
+    return {
+        "kv_read_hbm_s": plan.layers * len(plan.ring_steps) * kv_bytes / gpu.memory_bandwidth,
+        "kernel_launches": float(launches),
+        "launch_overhead_s": launches * gpu.launch_overhead,
+    }
