@@ -119,7 +119,7 @@ def as_seen_by(
     track: str | None = None,
 ) -> pd.DataFrame:
     """The run as one component lived it: each instant it was busy is charged to the resource of what
-    it ran (the first of overlapping spans), each instant it was idle to what the critical path did
+    it ran (a kernel before the communication it overlaps: `_busy_pieces`), each instant it was idle to what the critical path did
     then, renamed by `waiting_for(path_row_resource, path_row_component)` (a GPU of another pipeline
     stage: the bubble). Returns pieces with the path's columns (component, resource, charged_s,
     gap_before_s, link), ready for the report's sums; the time before the path, and before `since_s`
@@ -128,16 +128,11 @@ def as_seen_by(
     mine = (spans["component"] == component) & (spans["end_s"] > spans["start_s"])
     if track is not None:
         mine &= spans["track"] == track
-    own = with_resources(spans[mine]).sort_values("start_s")
-    busy_start, busy_end, busy_res = [], [], []
-    reach = -np.inf
-    for s, e, r in zip(own["start_s"].to_numpy(), own["end_s"].to_numpy(), own["resource"].to_numpy(dtype=object)):
-        s = max(s, reach)
-        if e > s:
-            busy_start.append(s)
-            busy_end.append(e)
-            busy_res.append(r)
-            reach = e
+    own = with_resources(spans[mine])
+    pieces_own = _busy_pieces(own)
+    busy_start = [a for a, _, _ in pieces_own]
+    busy_end = [b for _, b, _ in pieces_own]
+    busy_res = [r for _, _, r in pieces_own]
     starts, ends = np.array(busy_start), np.array(busy_end)
     pieces: dict[tuple, float] = {}
 
@@ -169,3 +164,32 @@ def as_seen_by(
         [(c, r, link, s) for (c, r, link), s in pieces.items()], columns=["component", "resource", "link", "charged_s"]
     )
     return out.assign(gap_before_s=0.0, name="", category="", end_s=float(path["end_s"].max()) if len(path) else 0.0)
+
+
+COMMUNICATION = ("scale_up", "nic", "fabric", "host", "gpu:")
+
+
+def _busy_pieces(own: pd.DataFrame) -> list[tuple[float, float, str]]:
+    """Disjoint (start, end, resource) pieces of a component's spans, in time order: its kernels and
+    other work first, communication only where none of them ran (exposed communication, as the kinds'
+    breakdowns count it); among spans of one rank, the first to start."""
+    pieces: list[tuple[float, float, str]] = []
+    for rank in (False, True):
+        part = own[own["resource"].astype(str).str.startswith(COMMUNICATION) == rank].sort_values("start_s")
+        taken = sorted(pieces)
+        k, reach = 0, -np.inf
+        for s, e, r in zip(
+            part["start_s"].to_numpy(), part["end_s"].to_numpy(), part["resource"].to_numpy(dtype=object)
+        ):
+            s = max(s, reach)
+            while s < e:  # the parts of [s, e) not taken by a piece of the rank before
+                while k < len(taken) and taken[k][1] <= s:
+                    k += 1
+                if k < len(taken) and taken[k][0] <= s:
+                    s = taken[k][1]
+                    continue
+                stop = min(e, taken[k][0]) if k < len(taken) else e
+                pieces.append((s, stop, r))
+                s = stop
+            reach = max(reach, e)
+    return sorted(pieces)
