@@ -11,7 +11,7 @@ third of a second, more than a small scenario's run. So the registry is built on
 base unit, asked of pint once and remembered in a small JSON memo in the user's cache directory
 (`$DCSIM_CACHE_DIR`, else `$XDG_CACHE_HOME/dcsim`, else `~/.cache/dcsim`; one file per pint
 version), times NUMBER. That is the product pint itself computes (its conversion multiplies the
-magnitude by the same factor), so both paths give the same float (tests/hardware_models/test_units.py
+magnitude by the same factor), so both paths give the same float (tests/hardware_models/test_unit_memo.py
 compares them on every unit string the repository's YAML uses). Anything else — other shapes,
 unknown units, errors — goes to pint.
 
