@@ -201,7 +201,8 @@ def _ring_with_background(replay, background_at=None, nodes=6):
 
     if background_at is not None:
         sim.process(background())
-    proc, _ = collective(net, "all_reduce", c.nodes(range(c.num_gpus)), 256 * 2**20, "ring")
+    group = c.nodes(range(c.num_gpus))  # the lock-step ring (protocol=None): its steps are replayed
+    proc, _ = collective(net, "all_reduce", group, 256 * 2**20, "ring", protocol=None)
     sim.env.run(until=proc)
     done["ring"] = sim.now
     sim.env.run()

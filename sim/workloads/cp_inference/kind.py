@@ -23,6 +23,11 @@ METRICS = {
     "prefill_flop": "model FLOPs of the first prefill (dense GEMMs and causal attention), FLOP",
     "prefill_breakdown_s": "first prefill on GPU 0: dense, attention, merge, ring_exposed, all2all, tp_allreduce, total; s",
     "decode_breakdown_s": "the same for the first decode step, s",
+    "prefill_comm_latency_s": "NCCL per-operation latency in the first prefill on GPU 0 (ring sends, all2all, "
+    "TP all-reduce, total; part of the breakdown's communication, not extra), s",
+    "decode_comm_latency_s": "the same for the first decode step, s",
+    "prefill_breakdown_s_per_request": "every request's prefill breakdown with its latency, KV bytes read at peak "
+    "HBM bandwidth (kv_read_hbm_s) and kernel launches (count) with their overhead (s), list",
     "ring_steps": "per ring step of the first layer: attention_s, send_s, exposed_s; list",
     "memory_per_gpu_bytes": "weights, KV cache, activations and ring buffers per GPU, bytes",
     "queue_s_per_request": "time each request waited before its prefill, list of s",

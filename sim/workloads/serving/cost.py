@@ -37,6 +37,7 @@ from hardware_models.gpu import DTYPE_BYTES
 from sim.models.moe import MoETransformerSpec
 from sim.models.transformer import TensorShard, TransformerSpec, layer_elementwise_bytes, layer_gemms, lm_head_gemm
 from sim.network.collectives import choose, estimate_s
+from sim.workloads.cp_inference.comm_cost import operation_cost
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 from sim.workloads.cp_inference.ring_attention import choose_ring, local_cached, padded_tokens, ring_messages
 
@@ -92,21 +93,34 @@ class IterationCost:
 
     # ---- communication estimates (uncontended, from the network) ---------------------------------
     def send_s(self, nbytes: float) -> float:
+        """A ring send to the next CP rank as cp_inference times it: NCCL's software latency
+        (cp_inference/comm_cost.py), then the bytes times the protocol's wire factor."""
         if nbytes <= 0 or self.cp == 1:
             return 0.0
         if nbytes not in self._send:
-            self._send[nbytes] = self.network.estimate_time_s(self.nodes[0][0], self.nodes[1][0], nbytes)
+            src, dst = self.nodes[0][0], self.nodes[1][0]
+            cost = operation_cost(self.network, "send_recv", [src, dst], nbytes)
+            self._send[nbytes] = cost.software_latency_s + self.network.estimate_time_s(
+                src, dst, nbytes * cost.wire_factor
+            )
         return self._send[nbytes]
 
+    def all2all_s(self, exchange_bytes: float) -> float:
+        """pass-Q's All2All of `exchange_bytes` to each other CP rank, as cp_inference times it."""
+        group = [rank[0] for rank in self.nodes[: self.cp]]
+        cost = operation_cost(self.network, "all_to_all", group, self.cp * exchange_bytes)
+        wire = (self.cp - 1) * exchange_bytes * cost.wire_factor
+        return cost.software_latency_s + self.network.estimate_time_s(group[0], group[1], wire)
+
     def allreduce_s(self, rows: int) -> float:
+        """A TP all-reduce of `rows` activations as cp_inference runs it: NCCL's plan (tuner's
+        algorithm and protocol, its latencies), timed by the plan's estimate on an idle network."""
         if self.tp == 1 or rows <= 0:
             return 0.0
         if rows not in self._allreduce:
-            group = self.nodes[0]
-            _, steps = choose(
-                self.network, "all_reduce", self.allreduce_algorithm, group, rows * self.model.hidden * self.act_b
-            )
-            self._allreduce[rows] = estimate_s(self.network, steps)
+            nbytes = rows * self.model.hidden * self.act_b
+            cost = operation_cost(self.network, "all_reduce", self.nodes[0], nbytes, self.allreduce_algorithm)
+            self._allreduce[rows] = cost.plan.estimate_s
         return self._allreduce[rows]
 
     def alltoall_bytes(self, rows: int) -> float:
@@ -171,7 +185,7 @@ class IterationCost:
             exposed += max(0.0, send - k)
         all2all = 0.0
         if plan.exchange_bytes:
-            all2all = self.send_s((self.cp - 1) * plan.exchange_bytes)
+            all2all = self.all2all_s(plan.exchange_bytes)
         total += all2all + sum(k.duration_s for k in plan.post_exchange)
         sent = (self.cp - 1) * plan.ring_send_bytes + (self.cp - 1) * plan.exchange_bytes
         out = (total, exposed + all2all, sent, plan.tokens_local)

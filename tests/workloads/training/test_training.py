@@ -151,7 +151,9 @@ def test_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1(p, m):
 
 @pytest.mark.parametrize("p,m,v", [(4, 8, 2), (4, 8, 4)])
 def test_interleaving_divides_the_bubble_by_the_virtual_stages(p, m, v):
-    assert _pipeline(p, m, "interleaved_1f1b", v) == pytest.approx((p - 1) / (v * m + p - 1), rel=5e-3)
+    # 1e-2: the gradient-norm all-reduce between the stages pays NCCL's per-operation latency
+    # (sim/network/nccl.py), which the schedule's closed form leaves out (0.6 % of this short pipeline)
+    assert _pipeline(p, m, "interleaved_1f1b", v) == pytest.approx((p - 1) / (v * m + p - 1), rel=1e-2)
 
 
 # ---- data parallelism ------------------------------------------------------------------------------
