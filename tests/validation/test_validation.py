@@ -208,7 +208,13 @@ def test_profiles_are_catalog_yaml_a_scenario_names_by_path(tmp_path):
             "nodes": 2,
             "nic": "profiles/test-cpu-1t-link.yaml",
         },
-        "workload": {"kind": "collective", "op": "send_recv", "bytes": 2**20, "algorithm": "direct"},
+        "workload": {
+            "kind": "collective",
+            "op": "send_recv",
+            "bytes": 2**20,
+            "algorithm": "direct",
+            "protocol": "none",
+        },
     }
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
     loaded = load_scenario(tmp_path / "s.yaml")

@@ -36,8 +36,10 @@ class Config(WorkloadBase):
     op: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"] = "all_reduce"
     bytes: Bytes | list[Bytes] = Field(description="message size (nccl-tests convention), or a list")
     algorithm: Literal["ring", "tree", "hierarchical", "direct", "auto"] = "auto"
-    protocol: Literal["auto", "LL", "LL128", "Simple"] = Field(
-        "auto", description="NCCL protocol (auto: the tuner's choice by size, sim/network/nccl.py)"
+    protocol: Literal["auto", "LL", "LL128", "Simple", "none"] = Field(
+        "auto",
+        description="NCCL protocol (auto: the tuner's choice by size, sim/network/nccl.py); none: the schedule's "
+        "steps lock-step with no library latency on top of the links' (gloo, or links calibrated end to end)",
     )
     group: Literal["all"] | int | list[int] = "all"
     background: list[BackgroundFlow] = Field(default_factory=list)
@@ -101,7 +103,15 @@ def simulate(sim, cluster, config: Config):
             net.transfer(cluster.devices[f.src].node, cluster.devices[f.dst].node, f.bytes, name="background")
             for f in config.background
         ]
-        proc, algo = collective(net, config.op, group, size, config.algorithm, name=config.op, protocol=config.protocol)
+        proc, algo = collective(
+            net,
+            config.op,
+            group,
+            size,
+            config.algorithm,
+            name=config.op,
+            protocol=None if config.protocol == "none" else config.protocol,
+        )
         yield proc
         for node in group:  # each rank runs the collective's kernel (NCCL) from start to end
             sim.span(node, "comm", f"{config.op} {size:.0f} B", start, category="comm")
