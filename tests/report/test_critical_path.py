@@ -148,6 +148,7 @@ def test_spans_dropped_past_the_trace_limit_leave_the_critical_path_whole(scenar
     full = run(load_scenario(path, [*overrides, "trace_limit=100000000"])).bottleneck
     capped = run(load_scenario(path, [*overrides, "trace_limit=50"]))
     assert capped.sim.recorder.dropped > 0 and capped.bottleneck["exact"]
+
     def seconds(path: dict) -> dict:  # rounding in replayed times can leave femtoseconds of latency
         return {k: v for k, v in path.items() if v > 1e-12}
 
