@@ -157,12 +157,7 @@ def scatter_plot(cases: list, path, title: str = "dcsim validate: predicted vs m
             )
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured time (s)")
-    ax.set_ylabel("predicted time (s)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    label_scatter_axes(ax, title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
     from sim.report.output import atomic_path  # atomic: temp file + rename
@@ -170,3 +165,13 @@ def scatter_plot(cases: list, path, title: str = "dcsim validate: predicted vs m
     with atomic_path(Path(path)) as tmp:
         fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+
+
+def label_scatter_axes(ax, title: str, fontsize: float) -> None:
+    """The log-log axes of a predicted-vs-measured scatter: scales, labels with units, title, legend."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("measured time (s)")
+    ax.set_ylabel("predicted time (s)")
+    ax.set_title(title, fontsize=fontsize)
+    ax.legend(fontsize=7, loc="upper left")

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from test_cli import cli, write  # the CLI run in-process, a scenario file (tests/end_to_end/test_cli.py)
 
-from sim.cli import main
 from sim.scenario.model import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,24 +29,6 @@ workload:
   iterations: 1
   simulate: {replay: REPLAY}
 """
-
-
-def cli(*args):
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        with pytest.raises(SystemExit) as exc:
-            main(list(args))
-    return exc.value.code, out.getvalue(), err.getvalue()
-
-
-def write(tmp_path, text, name="s.yaml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return str(p)
 
 
 def one_line_error(err: str) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sim.errors import ScenarioError
 from validation.measured.mapping import Measured, Target
+from validation.report import label_scatter_axes
 
 CATEGORY_ORDER = ("step", "gemm", "attention", "embedding", "elementwise", "collective", "metric")
 
@@ -158,12 +159,7 @@ def scatter_plot(data: dict, path: Path) -> None:
                 ax.scatter([c["measured_s"] for c in sel], [c["predicted_s"] for c in sel], label=cat, s=26, zorder=3)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("measured time (s)")
-    ax.set_ylabel("predicted time (s)")
-    ax.set_title(f"{Path(data['source']).name} vs dcsim ({data['target']})", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    label_scatter_axes(ax, f"{Path(data['source']).name} vs dcsim ({data['target']})", fontsize=9)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     fig.tight_layout()
     from sim.report.output import atomic_path  # atomic: temp file + rename
