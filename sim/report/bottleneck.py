@@ -156,7 +156,6 @@ def bottleneck_report(
     window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if len(spans) else 0.0))
     every = spans if skeletons is None or skeletons.empty else _with_skeletons(spans, skeletons)
     causes = infer_causes(every)
-    spans = every
     walked = walk(causes)
     path = attribute_links(with_resources(walked.spans), topology, links)
     reading = read(path) if read is not None else PathReading(path)
@@ -170,7 +169,7 @@ def bottleneck_report(
         views = [
             as_seen_by(
                 path,
-                spans,
+                every,
                 viewer,
                 lambda resource, component, viewer=viewer: waiting_for(resource, component, viewer),
                 reading.since_s,
@@ -202,8 +201,7 @@ def bottleneck_report(
     if reading.bounds_run in breakdown:
         resource = reading.bounds_run
     bound = reading.bounded_by.get(resource)
-    kept = every.iloc[: len(every) - (0 if skeletons is None else len(skeletons))]
-    utilisation = dict(zip(*_utilisation(kept, window)))  # busy while a span is open (links: see `links`)
+    utilisation = dict(zip(*_utilisation(spans, window)))  # busy while a span is open (links: see `links`)
     utilisation.update(reading.utilisation)
     report = {
         "resource": resource,
