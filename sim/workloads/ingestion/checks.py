@@ -22,6 +22,13 @@ def check_config(cfg, hardware) -> None:
             "preprocessing.cpu_s_per_sample",
             pre.cpu_s_per_sample,
         )
+    unknown = sorted(set(pre.memory_bytes_per_byte or {}) - set(pre.cpu_s_per_sample or {}))
+    if unknown:
+        raise _err(
+            f"names no stage of cpu_s_per_sample ({', '.join(pre.cpu_s_per_sample or {}) or 'none'})",
+            "preprocessing.memory_bytes_per_byte",
+            unknown[0],
+        )
     if cfg.disaggregated:
         _check_disaggregated(cfg)
     else:

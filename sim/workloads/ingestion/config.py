@@ -145,6 +145,9 @@ class AutoscaleConfig(StrictModel):
     )
 
 
+DEFAULT_MEMORY_PASSES = 2.0  # host-memory bytes per processed byte of a CPU stage (assumption: in once, out once)
+
+
 class PreprocessingConfig(StrictModel):
     mode: Literal["on_trainer", "disaggregated"] = "disaggregated"
     workers: int | Literal["auto"] | None = Field(None, description="disaggregated: a number or auto")
@@ -167,6 +170,13 @@ class PreprocessingConfig(StrictModel):
     )
     heartbeat_timeout_s: Seconds = Field(2.0, ge=0, description="master notices a crashed worker after this")
     autoscale: AutoscaleConfig = AutoscaleConfig()
+    memory_bytes_per_byte: dict[str, float] | None = Field(
+        None,
+        description="on_trainer with a host DRAM tier (hardware.memory_tiers of kind ddr): stage -> "
+        "host-memory bytes the stage moves per decoded byte (bytes_per_sample x columns_read) it processes; "
+        f"default {DEFAULT_MEMORY_PASSES:g} per stage (assumption: a streaming stage reads each byte once "
+        "and writes one byte)",
+    )
 
     @field_validator("cpu_s_per_sample")
     @classmethod
@@ -174,6 +184,18 @@ class PreprocessingConfig(StrictModel):
         if v is not None and (not v or any(not (x >= 0 and math.isfinite(x)) for x in v.values())):
             raise ValueError("must map stage names to core-seconds >= 0, e.g. {decode: 2.0e-4}")
         return v
+
+    @field_validator("memory_bytes_per_byte")
+    @classmethod
+    def _passes(cls, v):
+        if v is not None and any(not (x >= 0 and math.isfinite(x)) for x in v.values()):
+            raise ValueError("must map stage names to bytes per byte >= 0, e.g. {decode: 2.0}")
+        return v
+
+    def memory_passes(self) -> tuple[float, ...]:
+        """Host-memory bytes per decoded byte of each CPU stage (cpu_s_per_sample's order)."""
+        given = self.memory_bytes_per_byte or {}
+        return tuple(given.get(stage, DEFAULT_MEMORY_PASSES) for stage in self.cpu_s_per_sample or {})
 
 
 class TrainersConfig(StrictModel):
@@ -184,6 +206,12 @@ class TrainersConfig(StrictModel):
         ge=0,
         description="on_trainer: host cores the training processes keep "
         "(assumption: one feeder per GPU + communication threads)",
+    )
+    network_bytes_per_sample: Bytes = Field(
+        0,
+        ge=0,
+        description="the training job's own traffic: bytes per trained sample each trainer host exchanges "
+        "with the next one (e.g. gradient sync) during its step, over the NICs its batches arrive on",
     )
 
 
@@ -226,6 +254,14 @@ class Config(WorkloadBase):
     def pool_size(self) -> int:
         w = self.preprocessing.workers
         return self.preprocessing.autoscale.max_workers if w == "auto" else int(w or 0)
+
+    def host_memory_tier(self, hardware):
+        """on_trainer: the trainer hosts' DRAM (the first `hardware.memory_tiers` entry of kind ddr),
+        whose bandwidth preprocessing shares with the trainer's host-to-device copies; None when
+        disaggregated or when the hosts list no DRAM tier (then host memory traffic is not modelled)."""
+        if self.disaggregated:
+            return None
+        return next((t for t in hardware.memory_tiers if t.kind == "ddr"), None)
 
     def host_pools(self, hardware) -> list:
         from hardware_models.topology import HostPool

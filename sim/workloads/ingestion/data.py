@@ -18,6 +18,9 @@ sent) and f = `work_fraction` for preprocessing work. m is counted from the sess
 per partition for storage, per split for reads, per batch for work and bytes sent (a session cut
 by a batch boundary is sent twice). Every plan also carries the same quantities without dedup,
 so the pipeline reports measured ratios.
+A batch's host-memory traffic (used on trainer hosts with a DRAM tier) is its work in
+sample-equivalents x the decoded bytes per sample (bytes_per_sample x columns_read) x the stages'
+`memory_bytes_per_byte` summed.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class TabularData:
         pre = config.preprocessing
         self.stages = tuple(Stage(name, "cpu") for name in pre.cpu_s_per_sample)
         self.cpu_s = tuple(pre.cpu_s_per_sample.values())
+        # host-memory bytes per sample-equivalent of work: every stage's passes over the decoded bytes
+        self.memory_per_sample = sum(pre.memory_passes()) * ds.bytes_per_sample * ds.columns_read
         self.batch_samples = pre.batch_samples
         self.dataset = ds
         self.total_samples = ds.samples
@@ -92,7 +97,7 @@ class TabularData:
             "work_core_s": work * sum(self.cpu_s),
             "work_core_s_raw": n * sum(self.cpu_s),
         }
-        return BatchPlan(a, b, tuple(c * work for c in self.cpu_s), out, counters)
+        return BatchPlan(a, b, tuple(c * work for c in self.cpu_s), out, counters, work * self.memory_per_sample)
 
     def plan(self, p: int, start: int, end: int) -> SplitPlan:
         n, m = end - start, self.distinct(p, start, end)
@@ -116,6 +121,7 @@ class TabularData:
         read = units(self.per_partition, m_split, dd.byte_fraction) / self.per_partition * self.read_per_sample
         return {
             "stage_s": tuple(c * work for c in self.cpu_s),
+            "memory_bytes": work * self.memory_per_sample,
             "bytes_out": out,
             "read_bytes": read,
             "accesses": read / self.dataset.access_bytes,

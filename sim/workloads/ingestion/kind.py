@@ -13,7 +13,7 @@ from sim.workloads.ingestion.workload import Config, simulate
 METRICS = {
     "trainer_samples_per_s": "samples the trainers consumed per second over [warmup_s, duration_s], samples/s",
     "trainer_demand_samples_per_s": "samples the trainers asked for per second, samples/s",
-    "data_stall_fraction": "trainer time waiting on an empty buffer, fraction",
+    "data_stall_fraction": "trainer time waiting for data (an empty buffer, or step copies outlasting compute), fraction",
     "preprocessing_workers": "workers running at the end (0 on_trainer), count",
     "workers_per_trainer_host": "preprocessing_workers / trainer hosts, ratio",
     "storage_read_bytes_per_s": "bytes read off the storage media per second, retries included, bytes/s",

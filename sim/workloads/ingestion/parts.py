@@ -3,7 +3,8 @@
 - `Stage`, `BatchPlan`, `SplitPlan`: what a data model (tabular DPP rows, videos) tells the
   machinery about one split: the bytes and random accesses to read, the worker memory it holds, and
   its batches, each a sample-id range with a nominal busy time per stage (core-seconds on `cpu`
-  stages, GPU-seconds on `gpu` stages) and the bytes sent to a trainer. `counters` carry
+  stages, GPU-seconds on `gpu` stages), the host-memory bytes its CPU stages move and the bytes
+  sent to a trainer. `counters` carry
   model-specific tallies (e.g. bytes before and after RecD dedup) that the pipeline sums.
 - `Storage`: storage hosts, each with one medium node `{pool}{k}/{medium}` on the network. A read
   is two max-min fair flows: first the random accesses, charged as `accesses x bytes_per_access`
@@ -20,7 +21,9 @@
   which batches of each split were delivered, and on a crash requeues each outstanding split's
   undelivered ranges as new splits.
 - `Trainer`: a cluster host that takes batches from a buffer and trains for samples / demand
-  seconds; the time it waits on an empty buffer is data stall. Buffer slots are credits: a worker
+  seconds, or longer if the step's flows (`step_flows`: host-to-device copies of an on-trainer
+  batch, the job's own traffic), which overlap its compute, take longer; data stall is the time it
+  waits on an empty buffer plus the time such flows extend a step beyond its compute. Buffer slots are credits: a worker
   takes a credit (a free slot of some trainer) before sending, so buffers never overflow and full
   buffers throttle the workers.
 """
@@ -50,6 +53,7 @@ class BatchPlan:
     stage_s: tuple[float, ...]  # nominal busy seconds per stage
     bytes_out: float  # bytes sent to the trainer
     counters: dict = field(default_factory=dict)
+    memory_bytes: float = 0.0  # host-memory bytes its CPU stages move (on_trainer with a DRAM tier)
 
     @property
     def samples(self) -> int:
@@ -395,8 +399,12 @@ class Trainer:
         buffer_batches: int,
         credits: Credits,
         window: Window,
+        network=None,
+        step_flows=None,
     ) -> None:
         self.sim, self.index, self.nodes = sim, index, nodes
+        self.network = network
+        self.step_flows = step_flows  # batch -> the (src, dst, bytes) flows its step moves, or None
         self.demand_samples_per_s = demand_samples_per_s
         self.capacity = buffer_batches
         self.buffer = simpy.Store(sim.env)
@@ -447,7 +455,18 @@ class Trainer:
                 self.sim.span(f"h{self.index}", "trainer", "data stall", start, category="stall")
             self.credits.put(self.index)
             step_start = self.sim.now
-            yield self.sim.timeout(batch.samples / self.demand_samples_per_s)
+            compute_s = batch.samples / self.demand_samples_per_s
+            flows = self.step_flows(batch) if self.step_flows is not None else None
+            if not flows:
+                yield self.sim.timeout(compute_s)
+            else:  # the step also waits for its copies / own traffic (overlapped with its compute)
+                yield self.sim.all_of(
+                    [self.sim.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")]
+                )
+                computed = step_start + compute_s
+                if self.sim.now > computed:  # the GPUs waited for the step's data: stall too
+                    self.stall_total_s += self.sim.now - computed
+                    self.stall_s += self.window.overlap(computed, self.sim.now)
             if self.window.start_s <= self.sim.now <= self.window.end_s:
                 self.samples += batch.samples
             self.sim.span(f"h{self.index}", "trainer", "train step", step_start, category="compute")

@@ -10,7 +10,10 @@ split while it processes the previous one (double buffering). Per split:
 4. processes the split's batches, each once it holds one of the worker's output slots (which bounds
    how far a worker runs ahead of its trainers, like a bounded prefetch queue): consecutive CPU
    stages hold `cores_per_batch` cores for their combined busy time (work split across those
-   cores); a GPU stage runs as a kernel on the least-busy GPU's compute stream,
+   cores) or, on a trainer host with a DRAM tier, until their host-memory traffic (a flow from the
+   DRAM node to the host's CPU node, sharing the DRAM link max-min fairly with the other batches
+   and the trainer's host-to-device copies) is done too, whichever ends last; a GPU stage runs as
+   a kernel on the least-busy GPU's compute stream,
 5. for each processed batch takes a credit (a free slot in a trainer's buffer), sends the batch
    (a flow to one of that trainer's GPU NICs; nothing when the worker is the trainer host itself),
    delivers it, which the master records, and frees its output slot,
@@ -75,6 +78,7 @@ class Worker:
         self.alive_s = 0.0  # time alive inside the window
         self.cores_busy: Occupancy | None = None  # cores in use over time (set by the Pipeline)
         self.memory_used: Occupancy | None = None  # bytes reserved over time
+        self.memory_flow: tuple[str, str] | None = None  # (DRAM node, CPU node) its stages' memory traffic takes
 
     @property
     def owner(self) -> tuple:
@@ -242,12 +246,23 @@ class Pipeline:
                     return
                 w.cores_busy.change(k)
                 t = self.sim.now
-                yield self.sim.timeout(sum(durations) / k)
+                busy = sum(durations) / k
+                stretch = 1.0
+                if w.memory_flow is None or batch.memory_bytes <= 0:
+                    yield self.sim.timeout(busy)
+                else:  # cores and memory traffic overlap: whichever ends last
+                    flow = [(*w.memory_flow, batch.memory_bytes)]
+                    yield self.sim.all_of(
+                        [self.sim.timeout(busy), self.network.transfer_many(flow, name="host memory")]
+                    )
+                    if busy > 0 and self.sim.now > t + busy:
+                        stretch = (self.sim.now - t) / busy  # memory-bound: the stages' spans stretch
                 if not w.live(inc):
                     return
                 w.cores.put(k)
                 w.cores_busy.change(-k)
                 for i, d in zip(members, durations):
+                    d *= stretch
                     self.sim.span(w.name, "cpu", stages[i].name, t, t + d / k, category="compute", units=k)
                     self.stage_busy_s[stages[i].name] += self.window.overlap(t, t + d / k) * k
                     t += d / k

@@ -1,6 +1,7 @@
 """The resource estimate of a `kind: ingestion` run (sim/engine/cost.py): per batch and per split
 (partition) handled over `duration_s` at the trainers' demand (they take no more), plus the
-autoscaler's monitor ticks; flows at once: each worker's splits in flight and the trainers.
+autoscaler's monitor ticks (on_trainer with a DRAM tier: each batch's memory flow and host-to-device
+copies too); flows at once: each worker's splits in flight and the trainers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:
     splits = samples / per_split
     workers = cfg.pool_size() if cfg.disaggregated else hw.nodes
     flows = batches + 2 * splits
+    if cfg.host_memory_tier(hw) is not None:  # on_trainer: each batch's memory flow and its copies to the GPUs
+        flows += batches * (1 + hw.gpus_per_node)
     monitor = cfg.duration_s / pre.autoscale.interval_s
     return Estimate(
         events=EVENTS_PER_BATCH * batches + EVENTS_PER_SPLIT * splits + 10 * monitor,

@@ -7,12 +7,21 @@ split, filter, caption, encode) and batch them; the cluster's hosts are the trai
 batches into bounded buffers at their demand rate. `mode: disaggregated` runs the workers on a host
 pool `preproc{k}` on the cluster network; `mode: on_trainer` runs them on the trainer hosts' own
 cores (hardware.host_cpu x host_cpus, minus `trainers.training_cores` kept by training), reading
-straight into the trainer. Fields: ingestion_config.py; data models: ingestion_data.py (tabular +
+straight into the trainer. There they share the host with training: where the hosts list a DRAM
+tier (`hardware.memory_tiers`, kind ddr), each batch's CPU stages move `memory_bytes_per_byte` x
+its decoded bytes as a flow DRAM -> CPU, and each trainer step copies its batch DRAM -> PCIe ->
+GPUs; all these flows share the DRAM link max-min fairly (the network's mechanism), so a stage
+lasts until its cores and its memory traffic are both done and a step until its compute and its
+copies are. The training job's own traffic (`trainers.network_bytes_per_sample`, any mode) flows
+to the next trainer host during each step over the NICs the storage reads and batches arrive on.
+The stall then is no closed form of core counts; `stage_capacity_samples_per_s.host_memory` is
+the DRAM bound alone. Fields: ingestion_config.py; data models: ingestion_data.py (tabular +
 RecD), media_pipeline.py (video); machinery: pipeline.py, pipeline_parts.py, pipeline_control.py.
 
 Metrics (rates and fractions over [warmup_s, duration_s]):
 - contract: `trainer_samples_per_s`, `trainer_demand_samples_per_s`, `data_stall_fraction` (trainer
-  time waiting on an empty buffer), `preprocessing_workers` (running at the end; 0 on_trainer),
+  time waiting on an empty buffer, or for a step's flows beyond its compute), `preprocessing_workers`
+  (running at the end; 0 on_trainer),
   `storage_read_bytes_per_s` (bytes off the media, retries included), `samples_lost`;
 - `utilisation`: per resource (worker cores, memory, GPUs, NICs; storage media and NICs; trainer NICs);
 - `stage_capacity_samples_per_s` (closed forms per resource, for comparison) and `bottleneck`;
@@ -49,10 +58,14 @@ def _workers(sim, cluster, config: Config) -> list[Worker]:
     pre, hw = config.preprocessing, cluster.hardware
     if not config.disaggregated:
         cores = hw.host_cpu.cores * hw.host_cpus - config.trainers.training_cores
-        return [
-            Worker(h, f"h{h}", list(nodes), cores, hw.host_cpu.memory * hw.host_cpus, [], local_trainer=h)
-            for h, nodes in enumerate(cluster.topology.hosts)
-        ]
+        dram = config.host_memory_tier(hw)
+        workers = []
+        for h, nodes in enumerate(cluster.topology.hosts):
+            w = Worker(h, f"h{h}", list(nodes), cores, hw.host_cpu.memory * hw.host_cpus, [], local_trainer=h)
+            if dram is not None:
+                w.memory_flow = (cluster.tier_node(h, dram.name), cluster.cpu_node(h))
+            workers.append(w)
+        return workers
     spec = pre.worker
     return [
         Worker(
@@ -65,6 +78,30 @@ def _workers(sim, cluster, config: Config) -> list[Worker]:
         )
         for k, name in enumerate(cluster.topology.pools["preproc"])
     ]
+
+
+def _step_flows(cluster, config: Config):
+    """batch -> the flows of a trainer step (None when there are none): on_trainer with a DRAM
+    tier, the batch's host-to-device copies (DRAM -> PCIe -> each of the host's GPUs, an equal
+    share each); with `trainers.network_bytes_per_sample`, the job's own traffic from each GPU to
+    its peer on the next host."""
+    hosts, dram = cluster.topology.hosts, config.host_memory_tier(cluster.hardware)
+    per_sample = config.trainers.network_bytes_per_sample if len(hosts) > 1 else 0.0
+    if dram is None and not per_sample:
+        return lambda h: None
+
+    def flows(h: int):
+        gpus, nxt = hosts[h], hosts[(h + 1) % len(hosts)]
+        copies = [] if dram is None else [(cluster.tier_node(h, dram.name), g, 0.0) for g in gpus]
+        peers = [(g, p, 0.0) for g, p in zip(gpus, nxt)] if per_sample else []
+
+        def of(batch):
+            copy, own = batch.bytes_out / len(gpus), batch.samples * per_sample / len(gpus)
+            return [(s, d, copy) for s, d, _ in copies] + [(s, d, own) for s, d, _ in peers]
+
+        return of
+
+    return flows
 
 
 def simulate(sim, cluster, config: Config):
@@ -83,9 +120,18 @@ def simulate(sim, cluster, config: Config):
     ledger = SampleLedger()
     master = Master(sim, data, ledger)
     stores = [Credits(sim.env) for _ in range(1 if config.disaggregated else hw.nodes)]
+    step_flows = _step_flows(cluster, config)
     trainers = [
         Trainer(
-            sim, h, list(nodes), tr.demand_samples_per_s_per_host, tr.buffer_batches, stores[h % len(stores)], window
+            sim,
+            h,
+            list(nodes),
+            tr.demand_samples_per_s_per_host,
+            tr.buffer_batches,
+            stores[h % len(stores)],
+            window,
+            cluster.network,
+            step_flows(h),
         )
         for h, nodes in enumerate(cluster.topology.hosts)
     ]
@@ -239,7 +285,10 @@ def _utilisation(config: Config, cluster, pipeline: Pipeline, link_bytes) -> dic
 def stage_capacities(config: Config, hardware, data) -> dict[str, float]:
     """Closed-form samples/s each resource could sustain alone (the pipeline can never beat the
     smallest): cores / CPU-seconds per sample, GPUs / GPU-seconds, media bandwidth / (bytes +
-    accesses x bytes-per-access), NIC bandwidth / bytes per sample, and trainer demand."""
+    accesses x bytes-per-access), NIC bandwidth / bytes per sample (trainer NICs: with the job's own
+    traffic), host DRAM read capacity / (memory
+    bytes of the stages + the trainer's copy) per sample (on_trainer with a DRAM tier), and trainer
+    demand."""
     pre, st = config.preprocessing, config.storage
     mean = data.mean_per_sample()
     if config.disaggregated:
@@ -260,11 +309,17 @@ def stage_capacities(config: Config, hardware, data) -> dict[str, float]:
     caps["storage_media"] = st.nodes * medium.bandwidth / (mean["read_bytes"] + mean["accesses"] * st.bytes_per_access)
     caps["storage_nic"] = st.nodes * st.nic.achieved_bytes_per_s / mean["read_bytes"]
     trainer_nic = hardware.nodes * hardware.gpus_per_node * hardware.nic.achieved_bytes_per_s
+    own = config.trainers.network_bytes_per_sample if hardware.nodes > 1 else 0.0  # the job's own traffic
     if config.disaggregated:
         caps["preprocessing_nic_rx"] = n * nic / mean["read_bytes"]
         if mean["bytes_out"] > 0:
             caps["preprocessing_nic_tx"] = n * nic / mean["bytes_out"]
-            caps["trainer_nic_rx"] = trainer_nic / mean["bytes_out"]
+            caps["trainer_nic_rx"] = trainer_nic / (mean["bytes_out"] + own)
     else:
-        caps["trainer_nic_rx"] = trainer_nic / mean["read_bytes"]
+        caps["trainer_nic_rx"] = trainer_nic / (mean["read_bytes"] + own)
+    dram = config.host_memory_tier(hardware)
+    if dram is not None:  # preprocessing's memory traffic and the trainer's copies share each host's DRAM
+        from hardware_models.topology import tier_read_capacity
+
+        caps["host_memory"] = n * tier_read_capacity(dram) / (mean.get("memory_bytes", 0.0) + mean["bytes_out"])
     return caps

@@ -175,6 +175,102 @@ def test_on_trainer_preprocessing_competes_with_training_for_cores():
         assert m["data_stall_fraction"] == pytest.approx(1 - supply / 20_000, abs=0.01)
 
 
+def on_trainer(dram_bandwidth=None, training_cores=4, **trainers):
+    """The small job on one 8-core trainer host, preprocessing on the cores training leaves (4:
+    10k samples/s against a demand of 20k); with `dram_bandwidth`, the host's DRAM as a tier whose
+    link the stages' memory traffic (2 + 2 passes over 500 decoded bytes: 2,000 bytes per sample)
+    and the trainer's host-to-device copies (500 bytes per sample) share."""
+    tiers = [{"name": "dram", "kind": "ddr", "capacity": "64 GiB", "bandwidth": dram_bandwidth, "latency": "100 ns"}]
+    return simulate(
+        hardware__host_cpu={"base": "xeon-8480", "cores": 8},
+        hardware__host_cpus=1,
+        hardware__memory_tiers=[] if dram_bandwidth is None else tiers,
+        workload__preprocessing={
+            "mode": "on_trainer",
+            "batch_samples": 1024,
+            "splits_in_flight": 4,
+            "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
+            "service_cv": 0.0,
+        },
+        workload__trainers={
+            "demand_samples_per_s_per_host": 20_000,
+            "buffer_batches": 4,
+            "training_cores": training_cores,
+            **trainers,
+        },
+    ).metrics
+
+
+MEMORY_PER_SAMPLE = 4 * 500 + SENT_PER_SAMPLE  # stages' passes + the trainer's copy, bytes
+
+
+def test_on_trainer_with_ample_dram_bandwidth_keeps_the_core_closed_form():
+    """Ample DRAM bandwidth: the memory flows end before the cores do, so the run is the one
+    without a DRAM tier, metric for metric (the core closed form: stall = 1 - supply/demand)."""
+    without, ample = on_trainer(), on_trainer("20 GB/s")
+    for key in ("trainer_samples_per_s", "data_stall_fraction", "bounding_stage"):
+        assert ample[key] == without[key], key
+    assert ample["stage_capacity_samples_per_s"]["host_memory"] == pytest.approx(20e9 / MEMORY_PER_SAMPLE)
+    assert ample["data_stall_fraction"] == pytest.approx(1 - 10_000 / 20_000, abs=0.01)
+
+
+def test_on_trainer_dram_contention_adds_its_fair_share_stall():
+    """12.5 MB/s of DRAM: preprocessing (2,000 B/sample) and the trainer's copies (500 B/sample)
+    share the link max-min fairly; the link never idles while a batch waits on it, so supply is
+    12.5e6 / 2,500 = 5,000 samples/s and the stall is 1 - 5,000/20,000 = 0.75: 0.25 above the
+    core closed form (1 - 10,000/20,000). The copies that outlast a step's compute count as stall."""
+    m = on_trainer("12.5 MB/s")
+    caps = m["stage_capacity_samples_per_s"]
+    assert caps["host_memory"] == pytest.approx(12.5e6 / MEMORY_PER_SAMPLE)
+    assert m["bounding_stage"] == "host_memory"
+    core_closed_form = 1 - caps["preprocessing_cpu"] / 20_000
+    fair_share = 1 - caps["host_memory"] / 20_000
+    assert m["data_stall_fraction"] == pytest.approx(fair_share, abs=0.01)
+    assert m["data_stall_fraction"] - core_closed_form == pytest.approx(0.25, abs=0.01)
+    assert m["trainer_samples_per_s"] == pytest.approx(5_000, rel=0.02)
+    # trained + stalled time cover the trainer's whole window
+    assert m["trainer_samples_per_s"] / 20_000 + m["data_stall_fraction"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_on_trainer_stall_falls_as_dram_bandwidth_grows():
+    batch_over_window = 1024 / (20_000 * 15)  # one batch's share of the window (granularity)
+    stalls = [on_trainer(f"{mb} MB/s")["data_stall_fraction"] for mb in (5, 10, 12.5, 20, 25, 50, 20_000)]
+    assert all(a >= b - batch_over_window for a, b in zip(stalls, stalls[1:])), stalls
+    assert stalls[0] > 0.85 and stalls[-1] == pytest.approx(0.5, abs=0.01)
+
+
+def test_the_training_jobs_own_traffic_shares_the_trainer_nics():
+    """Two trainer hosts whose steps exchange `network_bytes_per_sample` with each other: over
+    16 Mbit/s NICs (2 MB/s, 8 per host) at 2,000 bytes/sample each host can train 8,000
+    samples/s, below the 10k/s its cores supply; the closed form bounds it."""
+    m = simulate(
+        hardware__nodes=2,
+        hardware__gpus_per_node=8,
+        hardware__nic={"bandwidth": "16 Mbit/s"},
+        hardware__host_cpu={"base": "xeon-8480", "cores": 8},
+        hardware__host_cpus=1,
+        workload__storage={"nodes": 4, "media": "nvme-ssd", "replication": 2, "nic": "eth-25g-tcp"},
+        workload__preprocessing={
+            "mode": "on_trainer",
+            "batch_samples": 1024,
+            "splits_in_flight": 4,
+            "cpu_s_per_sample": {"decode": 1.0e-4, "transform": 3.0e-4},
+            "service_cv": 0.0,
+        },
+        workload__trainers={
+            "demand_samples_per_s_per_host": 20_000,
+            "buffer_batches": 4,
+            "training_cores": 4,
+            "network_bytes_per_sample": 2000,
+        },
+    ).metrics
+    cap = m["stage_capacity_samples_per_s"]["trainer_nic_rx"]
+    assert cap == pytest.approx(2 * 8 * 2e6 / (READ_PER_SAMPLE + 2000))
+    assert m["bounding_stage"] == "trainer_nic_rx"
+    assert m["trainer_samples_per_s"] <= cap * 1.02
+    assert m["data_stall_fraction"] > 1 - 10_000 / 20_000 + 0.05
+
+
 def test_worker_memory_can_be_the_bottleneck():
     """A split holds its decompressed rows and output tensors (8192 x 1000 bytes) until its last
     batch is delivered. Memory for 1.5 splits serialises read and processing; ample memory lets the
@@ -328,6 +424,10 @@ def test_video_curation_is_gpu_bound_and_costs_captions_with_the_device_model():
         ({"workload__faults": [{"kind": "storage_node_down", "at_s": 1, "count": 2}]}, "workload.faults"),
         ({"workload__storage": {"nodes": 2, "media": "tape"}}, "workload.storage.media"),
         ({"workload__warmup_s": 30}, "workload.warmup_s"),
+        (
+            {"workload__preprocessing__memory_bytes_per_byte": {"parse": 2.0}},
+            "workload.preprocessing.memory_bytes_per_byte",
+        ),
     ],
 )
 def test_bad_input_is_one_line_error_with_its_key_path(override, path):
