@@ -15,6 +15,9 @@ Dense architecture (`DenseConfig`)
   low-rank cross layers on the concatenation), `wukong` (stacked factorisation-machine + linear
   compress blocks), `dhen` (layers of an ensemble: dot + DCN cross + self-attention over the F
   vectors), or `{flop_per_sample: X}` (a synthetic interaction of X forward FLOPs per sample).
+- `dot` with tables of another dim than the bottom MLP output d: each such table's pooled embedding
+  is projected to d by a per-table linear layer (mixed-dimension embeddings), GEMMs and weights
+  counted with the dense part (`projection_gemms`).
 - `dense_gemms(batch)` lists the forward GEMMs as (name, m, n, k, batch) for a local batch; the
   backward of each is two GEMMs of the same FLOPs (input gradient and weight gradient).
   `dense_params()` counts the weights that the data-parallel all-reduce carries.
@@ -59,6 +62,11 @@ class TableConfig(StrictModel):
     pooling: float = Field(gt=0, description="average lookups per sample (multi-hot length)")
     zipf_alpha: float = Field(1.05, ge=0, description="row-access skew: P(k-th hottest row) ~ k^-alpha")
     dtype: EmbeddingDtype = "fp16"
+    dedup: float | None = Field(
+        None,
+        ge=1.0,
+        description="RecD: this feature's duplicates per distinct value in a batch (default workload.dedup)",
+    )
 
 
 class TableGenerator(StrictModel):
@@ -70,6 +78,7 @@ class TableGenerator(StrictModel):
     dtype: EmbeddingDtype = "fp16"
     seed: int = Field(0, description="picks the random substream of the generator (with the scenario seed)")
     prefix: str = "t"
+    dedup: float | None = Field(None, ge=1.0, description="RecD dedup of these tables (default workload.dedup)")
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Table:
     pooling: float
     zipf_alpha: float
     dtype: str
+    dedup: float | None = None  # RecD factor of this feature; None: the workload's
 
     @property
     def element_bytes(self) -> float:
@@ -115,14 +125,22 @@ def generate_tables(gen: TableGenerator, rng: np.random.Generator) -> list[Table
     alpha = _draw(gen.zipf_alpha, rng, n, log=False)
     width = len(str(n - 1))
     return [
-        Table(f"{gen.prefix}{i:0{width}d}", int(rows[i]), int(dims[i]), float(pooling[i]), float(alpha[i]), gen.dtype)
+        Table(
+            f"{gen.prefix}{i:0{width}d}",
+            int(rows[i]),
+            int(dims[i]),
+            float(pooling[i]),
+            float(alpha[i]),
+            gen.dtype,
+            gen.dedup,
+        )
         for i in range(n)
     ]
 
 
 def expand_tables(tables: list[TableConfig], generators: list[TableGenerator], rng_for) -> list[Table]:
     """Explicit tables first, then each generator's tables; `rng_for(name)` gives a numpy Generator."""
-    out = [Table(t.name, t.rows, t.dim, t.pooling, t.zipf_alpha, t.dtype) for t in tables]
+    out = [Table(t.name, t.rows, t.dim, t.pooling, t.zipf_alpha, t.dtype, t.dedup) for t in tables]
     for gen in generators:
         out.extend(generate_tables(gen, rng_for(f"dlrm.tables/{gen.prefix}/{gen.seed}")))
     return out
@@ -212,6 +230,19 @@ class DenseConfig(StrictModel):
             params += 2.0 * rank * f * d + 3 * d * d + (f * f + 2 * f * d) * f * d
         return gemms, f * d, params
 
+    def projection_gemms(self, batch: float, table_dims: list[int]) -> list[Gemm]:
+        """`dot` with mixed dims: each table whose dim differs from the bottom MLP output d is projected
+        to d by its own bias-free linear layer (mixed-dimension embeddings, Ginart et al., arXiv
+        1909.11810), one batched GEMM per distinct dim: (proj.d{dim}, batch, d, dim, tables of that dim)."""
+        if self.interaction != "dot":
+            return []
+        d = self.embedding_dim
+        counts: dict[int, int] = {}
+        for dim in table_dims:
+            if dim != d:
+                counts[dim] = counts.get(dim, 0) + 1
+        return [(f"proj.d{dim}", batch, d, dim, n) for dim, n in sorted(counts.items())]
+
     def dense_gemms(self, batch: float, table_dims: list[int]) -> list[Gemm]:
         """Forward GEMMs for a local batch: bottom MLP, interaction, top MLP."""
         gemms, _ = self._graph(batch, table_dims)
@@ -227,6 +258,9 @@ class DenseConfig(StrictModel):
         for i, (k, n) in enumerate(zip(self.bottom_mlp, self.bottom_mlp[1:])):
             gemms.append((f"bottom{i}", batch, n, k, 1))
             params += k * n + n
+        for name, m, n, k, count in self.projection_gemms(batch, table_dims):
+            gemms.append((name, m, n, k, count))
+            params += count * k * n
         inter, width, p = self.interaction_gemms(batch, len(table_dims) + 1, self.embedding_dim + int(sum(table_dims)))
         gemms += inter
         params += p

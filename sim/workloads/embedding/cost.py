@@ -42,6 +42,7 @@ from sim.memory.tiers import Access, StaticPlacement, ZipfRows, hbm_tier, placem
 from sim.models.dlrm import Table
 
 PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "scm", "ssd": "ssd"}
+CACHED_PLACEMENTS = ("scm", "ssd")  # the placements a host-DRAM cache (workload.dram_cache) sits in front of
 INDEX_BYTES = {"int32": 4, "int64": 8}
 LENGTH_BYTES = 4  # int32 lengths/offsets per sample and feature (TorchRec KJT)
 
@@ -65,6 +66,7 @@ class Shard:
     tier_rows: dict[str, int] = field(default_factory=dict)  # host tier name -> rows, hot to cold
     cache_rows: int = 0
     host: int | None = None  # table-row-wise: the host holding all shards of the table
+    dram_cache_rows: dict[str, int] = field(default_factory=dict)  # scm/ssd tier -> its rows cached in host DRAM
 
     def __post_init__(self) -> None:
         self.dist = ZipfRows(self.rows, self.table.zipf_alpha)
@@ -78,6 +80,27 @@ class Shard:
             return "uvm_cache"
         parts = (["hbm"] if self.hbm_rows else []) + [tier_labels.get(t, t) for t, n in self.tier_rows.items() if n]
         return "+".join(parts) or "hbm"
+
+
+class ZipfRegion:
+    """The access law of ranks (lo, hi] of a `ZipfRows`, conditioned on falling there, as a law over
+    `hi - lo` rows: what a cache in front of one tier's region sees (the placement policies take it
+    where they take a `ZipfRows`: `rows`, `pmf`, `cdf`, `rank_sum`)."""
+
+    def __init__(self, base: ZipfRows, lo: int, hi: int) -> None:
+        self.base, self.lo = base, int(lo)
+        self.rows = max(1, int(hi) - self.lo)
+        self.mass = float(base.cdf(self.lo + self.rows) - base.cdf(self.lo))
+
+    def pmf(self, k) -> np.ndarray:
+        return self.base.pmf(np.asarray(k, dtype=float) + self.lo) / self.mass
+
+    def cdf(self, k) -> float:
+        return float(self.base.cdf(self.lo + min(float(k), self.rows)) - self.base.cdf(self.lo)) / self.mass
+
+    def rank_sum(self, f, lo: float = 0, hi: float | None = None) -> float:
+        hi = self.rows if hi is None else min(self.rows, hi)
+        return self.base.rank_sum(lambda k: f(k - self.lo), self.lo + lo, self.lo + hi)
 
 
 @dataclass
@@ -102,6 +125,15 @@ class CostModel:
         self.pooled_bytes = DTYPE_BYTES[config.pooled_dtype]
         self.cache = placement_policy(config.sharding.cache_policy)  # the HBM cache (uvm_cache)
         self.pinned = StaticPlacement("hottest")  # hottest rows first over tiers
+        dram = config.dram_cache
+        self.dram_cache = placement_policy(dram.policy)  # the host-DRAM cache in front of scm / ssd
+        self.dram_cache_bytes = float(dram.capacity)
+        self.dram_tier = next((t.name for t in hardware.memory_tiers if t.kind == "ddr"), None)
+        if self.dram_cache_bytes <= 0:
+            self.dram_tier = None
+        self.cached_tiers = {
+            self.tier_for(p) for p in config.placements if p in CACHED_PLACEMENTS and self.dram_tier is not None
+        }
 
     # ---- sizes ---------------------------------------------------------------------------------
     def row_bytes(self, shard: Shard) -> float:
@@ -125,6 +157,11 @@ class CostModel:
 
     def tier_bytes(self, shard: Shard) -> dict[str, float]:
         return {t: n * self.stored_row_bytes(shard) for t, n in shard.tier_rows.items()}
+
+    def host_tier_capacity(self, tier: str) -> float:
+        """A host tier's bytes for tables: the DDR tier less the host-DRAM cache."""
+        cap = self.tiers[tier].capacity
+        return cap - self.dram_cache_bytes if tier == self.dram_tier else cap
 
     def tier_for(self, placement: str) -> str:
         """The host tier name that serves a placement ('uvm' -> the DDR tier ...)."""
@@ -181,21 +218,69 @@ class CostModel:
         shares = self.region_shares(shard)
         counts = region_lookups if region_lookups is not None else [lookups * s for _, s in shares]
         for (tier, lo, hi), n in zip(self.regions(shard), counts):
-            fwd.append(Access(tier, n, row))
             distinct = shard.dist.expected_distinct(lookups, lo, hi)
+            if shard.dram_cache_rows.get(tier, 0) > 0:
+                self._dram_cached(shard, tier, lo, hi, n, lookups, distinct, fwd, bwd)
+                continue
+            fwd.append(Access(tier, n, row))
             bwd += [Access(tier, distinct, stored), Access(tier, distinct, stored, write=True)]
         return Traffic(fwd, bwd, fwd_extra, bwd_extra)
+
+    def dram_hit_rate(self, shard: Shard, tier: str, lo: int, hi: int) -> tuple[float, float]:
+        """(hit rate, fills per access) of the host-DRAM cache over the shard's rows (lo, hi] on `tier`:
+        the cache policy's steady state (the HBM cache's model) on that region's access law."""
+        region, rows = ZipfRegion(shard.dist, lo, hi), shard.dram_cache_rows.get(tier, 0)
+        return self.dram_cache.hit_rate(region, rows), self.dram_cache.promotion_rate(region, rows)
+
+    def _dram_cached(
+        self, shard: Shard, tier: str, lo: int, hi: int, n: float, lookups: float, distinct: float, fwd, bwd
+    ) -> None:
+        """Accesses of `n` lookups to a region of a block tier behind the host-DRAM cache (MTrainS):
+        hits read by the GPU from DRAM; a filled miss reads the row with its optimizer state from the
+        tier (at the tier's access granularity) on its way to the GPU and writes it to DRAM, evicting
+        a row that is written back to the tier if an update dirtied it (at most the rows updated in
+        DRAM); misses the policy does not admit are read in place. The backward updates the distinct
+        rows touched in DRAM as far as the cache holds them (a policy that admits every miss: up to
+        its size; one that admits fewer: those among its size of the region's hottest rows), the
+        rest in place on the tier.
+        (Run-time flows go device <-> tier node: the DRAM fill and the write-back are charged on the
+        host link's GPU-to-host direction, idle in the forward, besides the tiers' own bandwidth.)"""
+        row, stored, ddr = self.row_bytes(shard), self.stored_row_bytes(shard), self.dram_tier
+        hit, promo = self.dram_hit_rate(shard, tier, lo, hi)
+        misses = n * (1.0 - hit)
+        fills = min(misses, n * promo)
+        size = shard.dram_cache_rows[tier]
+        if fills < misses * (1.0 - 1e-9):  # not every miss is admitted: the touched rows among the hottest
+            distinct_cached = shard.dist.expected_distinct(lookups, lo, min(hi, lo + size))
+        else:
+            distinct_cached = distinct
+        in_cache = min(distinct_cached, float(size))
+        fwd += [
+            Access(ddr, n - misses, row),
+            Access(tier, fills, stored),
+            Access(ddr, fills, stored, write=True),
+            Access(tier, min(fills, in_cache), stored, write=True),
+        ]
+        if misses > fills:
+            fwd.append(Access(tier, misses - fills, row))
+        bwd += [Access(ddr, in_cache, stored), Access(ddr, in_cache, stored, write=True)]
+        if distinct > in_cache:
+            bwd += [Access(tier, distinct - in_cache, stored), Access(tier, distinct - in_cache, stored, write=True)]
 
     def _pooled_rows(self, shard: Shard) -> float:
         """Pooled outputs this shard computes per iteration (samples of the batch it serves)."""
         batch = self.cfg.batch_size_per_gpu
         if shard.scheme == "data_parallel":
-            return batch / self.pooled_dedup()
-        return batch * self.num_gpus / self.pooled_dedup()
+            return batch / self.pooled_dedup(shard.table)
+        return batch * self.num_gpus / self.pooled_dedup(shard.table)
 
-    def pooled_dedup(self) -> float:
+    def dedup(self, table: Table) -> float:
+        """RecD: the table's duplicates per distinct value in a batch (its own, else `workload.dedup`)."""
+        return self.cfg.dedup if table.dedup is None else table.dedup
+
+    def pooled_dedup(self, table: Table) -> float:
         """How many samples share one pooled output (RecD dedup of the pooled all-to-all; 1: none)."""
-        return self.cfg.dedup if self.cfg.dedup_pooled else 1.0
+        return self.dedup(table) if self.cfg.dedup_pooled else 1.0
 
     # ---- uncontended time of one GPU's embedding kernel ----------------------------------------
     def kernel_estimate_s(
@@ -233,6 +318,18 @@ class CostModel:
         return spec.bytes_moved(row_bytes) / rate
 
 
+def dram_cache_hit_rate(shards: list[Shard], model: CostModel) -> float:
+    """Share of the lookups to the cached tiers' rows served by the host-DRAM cache (expected)."""
+    hits = total = 0.0
+    for s in shards:
+        for tier, lo, hi in model.regions(s):
+            if tier in model.cached_tiers and s.rank >= 0:
+                n = s.lookups * model.pinned.share(s.dist, lo, hi)
+                hit = model.dram_hit_rate(s, tier, lo, hi)[0] if s.dram_cache_rows.get(tier, 0) > 0 else 0.0
+                hits, total = hits + n * hit, total + n
+    return hits / total if total > 0 else 0.0
+
+
 # ------------------------------------------------------------------------------------------------
 # all-to-all traffic
 
@@ -240,14 +337,15 @@ class CostModel:
 def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np.ndarray]:
     """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
-    b, d = cfg.batch_size_per_gpu, cfg.dedup
-    pe = model.pooled_bytes / model.pooled_dedup()
-    inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
+    b = cfg.batch_size_per_gpu
     index = np.zeros((w, w))
     pooled = np.zeros((w, w))
     for s in shards:
         if s.scheme == "data_parallel":
             continue
+        d = model.dedup(s.table)
+        pe = model.pooled_bytes / model.pooled_dedup(s.table)
+        inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
         o = s.rank
         share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
         index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse

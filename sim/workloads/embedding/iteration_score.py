@@ -124,8 +124,8 @@ class IterationScore:
     def comm(self, s: Shard) -> np.ndarray:
         """[index bytes from each other rank, pooled bytes to each other rank, pooled bytes to each host peer]."""
         model, cfg = self.model, self.model.cfg
-        b, d = cfg.batch_size_per_gpu, cfg.dedup
-        pe = model.pooled_bytes / model.pooled_dedup()
+        b, d = cfg.batch_size_per_gpu, model.dedup(s.table)
+        pe = model.pooled_bytes / model.pooled_dedup(s.table)
         share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
         index = b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + (
             b * LENGTH_BYTES if d > 1 else 0.0

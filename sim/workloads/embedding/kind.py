@@ -32,6 +32,7 @@ METRICS = {
     "allreduce_bytes_per_iteration": "dense gradient bytes all-reduced per iteration, bytes",
     "tables": "embedding tables, count",
     "embedding_bytes": "bytes of all tables as stored, bytes",
+    "dram_cache_hit_rate": "share of lookups to scm / ssd rows served by the host-DRAM cache (with workload.dram_cache), fraction",
     "plan": "per table: scheme, shards, ranks, placement, HBM / slow-tier bytes, estimated_s; dict",
 }
 

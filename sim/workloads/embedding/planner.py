@@ -70,7 +70,7 @@ def capacities(model: CostModel, dense_params: float) -> Capacities:
     for p in cfg.placements:
         if p != "hbm":
             name = model.tier_for(p)
-            tiers.setdefault(name, model.tiers[name].capacity)
+            tiers.setdefault(name, model.host_tier_capacity(name))
     return Capacities(hbm, tiers)
 
 
@@ -99,9 +99,9 @@ def make_shards(
     tables: list[Table], model: CostModel, budget: float, max_shard_fraction: float | None = None
 ) -> list[Shard]:
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
-    lookups_per_sample = 1.0 / cfg.dedup
     shards: list[Shard] = []
     for t in tables:
+        lookups_per_sample = 1.0 / model.dedup(t)
         stored = t.rows * (t.row_bytes + model.state_bytes_for(t.dim))
         scheme = choose_scheme(t, stored, model, budget, max_shard_fraction)
         lookups = cfg.batch_size_per_gpu * w * t.pooling * lookups_per_sample
@@ -261,7 +261,7 @@ def check_capacity(plan: Plan, model: CostModel) -> None:
             path="workload.sharding",
         )
     for t, used in tiers.items():
-        cap = model.tiers[t].capacity
+        cap = model.host_tier_capacity(t)
         if used.max() > cap + 1.0:
             h = int(np.argmax(used))
             raise ScenarioError(
@@ -300,4 +300,25 @@ def build_plan(tables: list[Table], model: CostModel, dense_params: float) -> Pl
     plan = planner(shards, model, caps)
     caps.hbm_bytes_per_gpu += replicas
     check_capacity(plan, model)
+    assign_dram_cache(plan, model)
     return plan
+
+
+def assign_dram_cache(plan: Plan, model: CostModel) -> None:
+    """Split each host's DRAM cache (`workload.dram_cache.capacity`) over the rows its shards keep on
+    the cached tiers (scm, ssd), in proportion to their bytes (a per-table cache share, as TorchRec's
+    `cache_load_factor`): a cache as large as those rows holds them all. The planners place rows
+    without it; the estimate and the simulation count its hits."""
+    if not model.cached_tiers:
+        return
+    gpn = model.gpus_per_node
+    regions: dict[int, list[tuple[Shard, str, float]]] = {}
+    for s in plan.shards:
+        for t, n in s.tier_rows.items():
+            if t in model.cached_tiers and n > 0 and s.rank >= 0:
+                regions.setdefault(s.rank // gpn, []).append((s, t, n * model.stored_row_bytes(s)))
+    for items in regions.values():
+        total = sum(b for *_, b in items)
+        share = min(1.0, model.dram_cache_bytes / total)
+        for s, t, _ in items:
+            s.dram_cache_rows[t] = int(math.floor(share * s.tier_rows[t] + 1e-9))

@@ -50,12 +50,12 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
         b
         * (w - 1)
         * (
-            s.table.pooling / cfg.dedup * share * model.index_bytes
+            s.table.pooling / model.dedup(s.table) * share * model.index_bytes
             + LENGTH_BYTES
-            + (LENGTH_BYTES if cfg.dedup > 1 else 0.0)
+            + (LENGTH_BYTES if model.dedup(s.table) > 1 else 0.0)
         )
     )
-    pooled = b * (w - 1) * s.dim * model.pooled_bytes / model.pooled_dedup()
+    pooled = b * (w - 1) * s.dim * model.pooled_bytes / model.pooled_dedup(s.table)
     cross = (w - gpn) / (w - 1)
     per_byte = cross / model.hw.nic.achieved_bytes_per_s + (1 - cross) / model.hw.scale_up.achieved_bytes_per_s
     return (index + 2 * pooled) * per_byte

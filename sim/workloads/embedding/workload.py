@@ -43,7 +43,14 @@ from sim.memory.tiers import TieredMemory
 from sim.models.dlrm import DenseConfig, TableConfig, TableGenerator, backward_gemms, expand_tables
 from sim.network.collectives import collective
 from sim.workloads.base import WorkloadBase
-from sim.workloads.embedding.cost import PLACEMENT_TIER_KIND, CostModel, a2a_flows, comm_matrices
+from sim.workloads.embedding.cost import (
+    CACHED_PLACEMENTS,
+    PLACEMENT_TIER_KIND,
+    CostModel,
+    a2a_flows,
+    comm_matrices,
+    dram_cache_hit_rate,
+)
 from sim.workloads.embedding.estimate import dense_split, estimate, plan_summary
 from sim.workloads.embedding.planner import build_plan, min_hosts
 
@@ -81,7 +88,7 @@ class ShardingConfig(StrictModel):
     cache_load_factor: float = Field(
         0.2, gt=0, le=1, description="uvm_cache: cached share of rows (TorchRec default 0.2)"
     )
-    cache_policy: Literal["lru", "static_hot_rows", "static", "numa_balancing", "tpp"] = Field(
+    cache_policy: CachePolicy = Field(
         "lru", description="uvm_cache: placement policy of the HBM cache (sim/memory/policies.py, steady state)"
     )
     refine_rounds: int = Field(500, ge=0)
@@ -90,6 +97,16 @@ class ShardingConfig(StrictModel):
     )
     milp_node_limit: int = Field(20, ge=1, description="recshard: branch-and-bound nodes (deterministic)")
     tables: dict[str, ManualTable] = Field(default_factory=dict, description="manual planner: per-table plan")
+
+
+CachePolicy = Literal["lru", "static_hot_rows", "static", "numa_balancing", "tpp"]
+
+
+class DramCacheConfig(StrictModel):
+    capacity: Bytes = Field(
+        0, ge=0, description="host DRAM per host caching rows of the scm / ssd placements (MTrainS); 0: no cache"
+    )
+    policy: CachePolicy = Field("lru", description="its policy: the HBM cache's model (sim/memory/policies.py)")
 
 
 class Config(WorkloadBase):
@@ -103,7 +120,12 @@ class Config(WorkloadBase):
     optimizer: Literal["sgd", "rowwise_adagrad", "adagrad", "adam"] = "rowwise_adagrad"
     sharding: ShardingConfig = ShardingConfig()
     placements: list[Placement] = Field(default_factory=lambda: ["hbm", "uvm"], min_length=1)
-    dedup: float = Field(1.0, ge=1.0, description="RecD: average duplicates per distinct value in a batch")
+    dram_cache: DramCacheConfig = Field(
+        default_factory=DramCacheConfig, description="host-DRAM cache in front of the scm / ssd tiers"
+    )
+    dedup: float = Field(
+        1.0, ge=1.0, description="RecD: average duplicates per distinct value in a batch (tables may set their own)"
+    )
     dedup_pooled: bool = Field(True, description="RecD: exchange deduplicated pooled embeddings")
     index_dtype: Literal["int32", "int64"] = "int64"
     pooled_dtype: Literal["fp32", "bf16", "fp16"] = Field(
@@ -141,16 +163,7 @@ class Config(WorkloadBase):
                     path=f"workload.placements.{i}",
                     value=p,
                 )
-        if self.dense.interaction == "dot":
-            dims = {t.dim for t in explicit} | {
-                d for g in generators for d in (g.dim if isinstance(g.dim, list) else [g.dim])
-            }
-            if dims - {self.dense.embedding_dim}:
-                raise ScenarioError(
-                    f"dot interaction needs every table dim = bottom MLP output {self.dense.embedding_dim}",
-                    path="workload.dense.interaction",
-                    value=sorted(dims),
-                )
+        self._check_dram_cache(hardware)
         sh = self.sharding
         if sh.planner == "manual":
             for name, spec in sh.tables.items():
@@ -167,6 +180,32 @@ class Config(WorkloadBase):
                         path=f"workload.sharding.tables.{name}.placement",
                         value=spec.placement,
                     )
+
+    def _check_dram_cache(self, hardware) -> None:
+        cache = self.dram_cache.capacity
+        if cache <= 0:
+            return
+        ddr = next((t for t in hardware.memory_tiers if t.kind == "ddr"), None)
+        if ddr is None:
+            raise ScenarioError(
+                "a host-DRAM cache needs a hardware.memory_tiers entry of kind ddr (have: "
+                f"{', '.join(t.kind for t in hardware.memory_tiers) or 'none'})",
+                path="workload.dram_cache.capacity",
+                value=cache,
+            )
+        if cache > ddr.capacity:
+            raise ScenarioError(
+                f"must be at most the host DDR tier's capacity {ddr.capacity:.6g} bytes ({ddr.name})",
+                path="workload.dram_cache.capacity",
+                value=cache,
+            )
+        if not set(self.placements) & set(CACHED_PLACEMENTS):
+            raise ScenarioError(
+                f"caches the placements {', '.join(CACHED_PLACEMENTS)}, none of which is in workload.placements "
+                f"{self.placements}; add one or set capacity 0",
+                path="workload.dram_cache.capacity",
+                value=cache,
+            )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -362,6 +401,7 @@ def simulate(sim, cluster, config: Config):
     iteration_s = float(np.mean(iter_s))
     slow = {t: n / config.iterations for t, n in memory.accesses.items() if t != "hbm"}
     a2a_bytes = {k: float(m.sum()) for k, m in (("index", index_m), ("pooled_fwd", pooled_m), ("grad_bwd", pooled_m.T))}
+    cache = {"dram_cache_hit_rate": dram_cache_hit_rate(plan.shards, model)} if model.cached_tiers else {}
     return {
         "iteration_s": iteration_s,
         "samples_per_s": config.batch_size_per_gpu * w / iteration_s,
@@ -387,6 +427,7 @@ def simulate(sim, cluster, config: Config):
         "tables": len(tables),
         "embedding_bytes": float(sum(t.rows * model.stored_row_bytes_for(t) for t in tables)),
         "plan": plan_summary(plan, model),
+        **cache,
     }
 
 
