@@ -265,9 +265,9 @@ def test_bad_input_is_a_one_line_error_with_its_key_path():
     with pytest.raises(ScenarioError) as err:
         scenario_from_dict(scenario([SMALL], placements=["hbm", "ssd"]))
     assert err.value.path == "workload.placements.1" and "kind ssd" in str(err.value)
-    with pytest.raises(ScenarioError) as err:  # DLRM's dot needs equal dims
-        scenario_from_dict(scenario([SMALL, BIG], dense={"bottom_mlp": [13, 16], "top_mlp": [1], "interaction": "dot"}))
-    assert err.value.path == "workload.dense.interaction"
+    with pytest.raises(ScenarioError) as err:  # a DRAM cache larger than the host's DDR
+        scenario_from_dict(scenario([SMALL], placements=["hbm", "scm"], dram_cache={"capacity": "2 TiB"}))
+    assert err.value.path == "workload.dram_cache.capacity" and "at most" in str(err.value)
     with pytest.raises(ScenarioError) as err:
         scenario_from_dict(scenario([{**SMALL, "rows": "many"}]))
     assert err.value.path.startswith("workload.tables") and "\n" not in str(err.value)
