@@ -14,9 +14,10 @@ Ops (one GPU's share under tensor parallelism `tp`, context parallelism `cp`):
   twice the bytes (assumption: it reads the saved input and the incoming gradient and writes a
   gradient).
 - `CommOp`: a collective of the `tp` group (Megatron sequence parallelism: all-gather before a
-  column-parallel GEMM, reduce-scatter after a row-parallel one; all-reduce without it) or of the `cp`
-  group (all-gather of K and V, Llama 3 style context parallelism). Backward swaps all-gather and
-  reduce-scatter (the gradient of a gather is a scatter-reduce); all-reduce stays.
+  column-parallel GEMM, reduce-scatter after a row-parallel one; all-reduce without it), of the `cp`
+  group (all-gather of K and V, Llama 3 style context parallelism) or of the `ep` group (the token
+  all-to-alls of a mixture-of-experts layer, sim/models/moe.py). Backward swaps all-gather and
+  reduce-scatter (the gradient of a gather is a scatter-reduce); all-reduce and all-to-all stay.
 
 Backward of a layer = the forward ops reversed, each replaced by its backward (`backward_pass`).
 Recomputation (`recomputed`; `none | selective | full`): `full` re-runs the whole forward
@@ -84,9 +85,9 @@ class ElementwiseOp:
 @dataclass(frozen=True)
 class CommOp:
     name: str
-    group: Literal["tp", "cp"]
-    op: Literal["all_gather", "reduce_scatter", "all_reduce"]
-    nbytes: float  # nccl-tests convention (total buffer for AG/RS, per-rank buffer for AR)
+    group: Literal["tp", "cp", "ep"]
+    op: Literal["all_gather", "reduce_scatter", "all_reduce", "all_to_all"]
+    nbytes: float  # nccl-tests convention (total buffer for AG/RS, per-rank buffer for AR, sent per rank for A2A)
 
 
 Op = Gemm | AttentionOp | ElementwiseOp | CommOp
@@ -94,7 +95,12 @@ Op = Gemm | AttentionOp | ElementwiseOp | CommOp
 
 # ---- backward and recomputation ---------------------------------------------------------------
 
-_SWAP = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather", "all_reduce": "all_reduce"}
+_SWAP = {
+    "all_gather": "reduce_scatter",
+    "reduce_scatter": "all_gather",
+    "all_reduce": "all_reduce",
+    "all_to_all": "all_to_all",
+}
 
 
 def backward_ops(op: Op) -> list[Op]:
@@ -218,6 +224,11 @@ class ModelFamily:
     def hidden(self) -> int:
         return self.spec.hidden
 
+    @property
+    def expert_layer_params(self) -> int:
+        """Parameters of one layer's experts (sharded over expert parallelism); none in a dense model."""
+        return 0
+
     def shape(self, tp, cp, sequence, batch, dtype, gemm_dtype, sequence_parallel=True) -> Shape:
         return Shape(tp, cp, sequence, batch, self.spec.hidden, dtype, gemm_dtype, sequence_parallel)
 
@@ -304,13 +315,21 @@ class LLMFamily(ModelFamily):
             g["out_proj"],
             *s.tp_comm("tp reduce_scatter attn_out", False),
             ElementwiseOp("norm_ffn", ew["norm_ffn"] / sp),
+            *self.ffn_forward(s, shard),
+        ]
+        return ops
+
+    def ffn_forward(self, s: Shape, shard: TensorShard) -> list[Op]:
+        """The FFN after its norm: column-parallel up (+gate), activation, row-parallel down."""
+        g = {x.name: x for x in layer_gemms(shard, s.tokens, s.gemm_dtype, s.gemm_dtype)}
+        ew = layer_elementwise_bytes(shard, s.tokens, s.act_bytes)
+        return [
             *s.tp_comm("tp all_gather ffn_in", True),
             g["ffn_up"],
             ElementwiseOp("ffn_act", ew["ffn_act"]),
             g["ffn_down"],
             *s.tp_comm("tp reduce_scatter ffn_out", False),
         ]
-        return ops
 
     def first_forward(self, s: Shape) -> list[Op]:
         """Vocab-parallel embedding lookup, then its TP reduction."""
@@ -344,17 +363,23 @@ class LLMFamily(ModelFamily):
         layer_input = h * e / sp
         if recompute == "full":
             return layer_input
-        up = shard.ffn * (2 if self.spec.mlp == "swiglu" else 1)
+        ffn_kept, ffn_recomputable = self.ffn_saved_per_token(s, shard)
         kept = (
             layer_input  # attention norm input (residual)
             + (shard.q_heads + 2 * shard.kv_heads) * hd * e  # Q, K, V
             + shard.q_heads * hd * e
             + shard.q_heads * 4  # attention output, fp32 LSE
             + h * e / sp  # FFN norm input (residual)
-            + up * e
-        )  # FFN up (+gate) output
-        recomputable = 2 * h * e / sp + shard.ffn * e  # norm outputs, activation output
+            + ffn_kept
+        )
+        recomputable = 2 * h * e / sp + ffn_recomputable  # norm outputs, FFN activation output
         return kept + (recomputable if recompute == "none" else 0.0)
+
+    def ffn_saved_per_token(self, s: Shape, shard: TensorShard) -> tuple[float, float]:
+        """(kept, recomputable by `selective`) bytes of the FFN per local token: its up (+gate)
+        output; its activation output."""
+        up = shard.ffn * (2 if self.spec.mlp == "swiglu" else 1)
+        return up * s.act_bytes, shard.ffn * s.act_bytes
 
     def working_bytes(self, s: Shape) -> float:
         """Transient memory of one layer's backward on one GPU: gathered inputs, the widest

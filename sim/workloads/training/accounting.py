@@ -4,6 +4,8 @@ optimizer step, exposed communication and idle time (the bubble).
 - kernels: the ops' kernel time (`kernel_s`), the optimizer step (`optimizer_s`);
 - exposed TP/CP: blocking collectives inside ops (the part not hidden under a GEMM with
   `tp_comm_overlap`);
+- exposed EP (mixture-of-experts models only, `exposed_ep_s`): the blocking dispatch and combine
+  all-to-alls inside ops, split out of the TP/CP share;
 - exposed DP/p2p: DP collectives and incoming pipeline transfers while the compute stream is idle,
   plus ops waiting for an FSDP unit's weights;
 - bubble: the rest - pipeline fill and drain, waiting for slower stages.
@@ -23,7 +25,8 @@ class DriverStats:
     comm: list = field(default_factory=list)  # (start, end) of DP collectives and incoming p2p
     kernel_s: float = 0.0
     optimizer_s: float = 0.0
-    comm_in_ops_s: float = 0.0  # blocking TP/CP collectives inside ops
+    comm_in_ops_s: float = 0.0  # blocking TP/CP/EP collectives inside ops
+    comm_in_ops_by_group: dict = field(default_factory=dict)  # the same by collective group (tp, cp, ep)
     waits_in_ops_s: float = 0.0  # ops waiting for a DP unit's weights
     flop: float = 0.0
     executed_flop: float = 0.0
@@ -54,13 +57,17 @@ def driver_breakdown(stats: DriverStats, total_s: float) -> dict[str, float]:
     communication, idle (bubble)."""
     exposed_dp_pp = exposed_outside(stats.comm, stats.ops) + stats.waits_in_ops_s
     busy = stats.kernel_s + stats.optimizer_s + stats.comm_in_ops_s + exposed_dp_pp
-    return {
+    out = {
         "compute_s": stats.kernel_s,
         "optimizer_s": stats.optimizer_s,
         "exposed_tp_cp_s": stats.comm_in_ops_s,
         "exposed_dp_pp_s": exposed_dp_pp,
         "bubble_s": max(total_s - busy, 0.0),
     }
+    if "ep" in stats.comm_in_ops_by_group:
+        out["exposed_ep_s"] = stats.comm_in_ops_by_group["ep"]
+        out["exposed_tp_cp_s"] = max(stats.comm_in_ops_s - out["exposed_ep_s"], 0.0)
+    return out
 
 
 def weighted_mean(rows: list[tuple[float, dict]]) -> dict[str, float]:

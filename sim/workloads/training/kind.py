@@ -17,7 +17,7 @@ METRICS = {
     "model_flop_per_iteration": "model FLOPs of one iteration, FLOP",
     "bubble_fraction": "pipeline bubble time over the iteration, fraction",
     "exposed_comm_fraction": "time GPUs wait for communication not hidden under kernels, fraction",
-    "breakdown_s": "per iteration: kernels, exposed communication, bubble and the rest; s",
+    "breakdown_s": "per iteration: kernels, exposed communication (exposed_ep_s: MoE all-to-alls), bubble and the rest; s",
     "peak_memory_per_gpu_bytes": "memory of the fullest GPU (weights, gradients, optimizer, activations), bytes",
     "memory_per_gpu_bytes": "breakdown of the fullest stage's memory per GPU, bytes",
     "memory_per_stage_bytes": "memory per GPU of every pipeline stage, list of bytes",
@@ -29,7 +29,11 @@ METRICS = {
     "replay": "fidelity: whether identical layers were replayed, bool",
     "model": "the model's name",
     "params": "model parameters, count",
-    "parallelism": "tp, cp, pp, dp degrees",
+    "parallelism": "tp, cp, pp, dp degrees (and ep for expert parallelism)",
+    "moe": (
+        "mixture-of-experts models only: experts, top-k, ep, capacity factor, active params, one GPU's dispatch "
+        "all-to-all bytes per layer and micro-batch (all, and sent to other GPUs), exposed all-to-all s per iteration"
+    ),
     "schedule": "pipeline schedule, name",
     "sequence_length": "tokens per sequence, tokens",
     "recompute": "activation recomputation (none, selective, full), name",

@@ -23,32 +23,41 @@ from collections import defaultdict
 
 import numpy as np
 
-from sim.network.collectives import Step, choose, schedule
+from sim.network.collectives import Step, candidates, choose, schedule
 from sim.workloads.parallel_layout import ParallelLayout
 
 
 class GroupComm:
-    """The TP and CP collective schedules of one stage group (built once per op and size)."""
+    """The TP, CP and EP collective schedules of one stage group (built once per op and size).
 
-    def __init__(self, network, devices: list, tp: int, cp: int, algorithm: str) -> None:
+    The group's devices are ordered (e, c, t): `ep` stage groups of consecutive replicas (an expert-
+    parallel block; one stage group when ep = 1), each tp x cp devices ordered (c, t)."""
+
+    def __init__(self, network, devices: list, tp: int, cp: int, algorithm: str, ep: int = 1) -> None:
         self.network, self.devices, self.tp, self.cp, self.algorithm = network, devices, tp, cp, algorithm
+        self.ep = ep
         self._steps: dict[tuple, list] = {}
+        self._link_kind: dict[str, str] = {}
 
     def subgroups(self, kind: str) -> list[list[str]]:
-        nodes = [d.node for d in self.devices]
+        nodes, tp, per = [d.node for d in self.devices], self.tp, self.tp * self.cp
         if kind == "tp":
-            return [nodes[c * self.tp : (c + 1) * self.tp] for c in range(self.cp)]
-        return [nodes[t :: self.tp] for t in range(self.tp)]
+            return [nodes[c * tp : (c + 1) * tp] for c in range(self.cp * self.ep)]
+        if kind == "cp":
+            return [nodes[e * per + t : (e + 1) * per : tp] for e in range(self.ep) for t in range(tp)]
+        return [nodes[i::per] for i in range(per)]  # ep: one device per replica of the block
 
     def steps(self, kind: str, op: str, nbytes: float) -> list:
-        """One schedule running every subgroup's collective at once (step k of each together)."""
+        """One schedule running every subgroup's collective at once (step k of each together). An
+        all-to-all runs `direct` or `ring` as `collective_algorithm` says, else the faster of them."""
         key = (kind, op, nbytes)
         if key not in self._steps:
             groups = self.subgroups(kind)
             if len(groups[0]) < 2:
                 self._steps[key] = []
             else:
-                algo, first = choose(self.network, op, self.algorithm, groups[0], nbytes)
+                algorithm = self.algorithm if op != "all_to_all" or self.algorithm in candidates(op) else "auto"
+                algo, first = choose(self.network, op, algorithm, groups[0], nbytes)
                 host_of = self.network.topology.host_of
                 per_group = [first] + [schedule(op, algo, g, nbytes, host_of) for g in groups[1:]]
                 self._steps[key] = [Step(f for s in per_group for f in s[k]) for k in range(len(first))]
@@ -56,9 +65,16 @@ class GroupComm:
 
     def link_kind(self, kind: str) -> str:
         """The kind of link `kind`'s collectives leave a GPU by (`scale_up` inside a host, `nic`
-        across hosts): the resource a TP/CP wait is charged to where its flows are not recorded."""
-        group = self.subgroups(kind)[0]
-        return self.network.first_link_kind(group[0], group[1]) if len(group) > 1 else "local"
+        across hosts) - towards its slowest peer: the resource a TP/CP/EP wait is charged to where its
+        flows are not recorded."""
+        if kind not in self._link_kind:
+            group = self.subgroups(kind)[0]
+            if len(group) < 2:
+                self._link_kind[kind] = "local"
+            else:
+                slowest = max(group[1:], key=lambda peer: self.network.estimate_time_s(group[0], peer, 2.0**20))
+                self._link_kind[kind] = self.network.first_link_kind(group[0], slowest)
+        return self._link_kind[kind]
 
     def pairs(self, items) -> list[tuple[str, str]]:
         """Distinct (src, dst) pairs of the collectives of `items` (CommOps), in schedule order."""

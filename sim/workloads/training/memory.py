@@ -34,6 +34,10 @@ on the first and the LM head on the last virtual stage, divided by tp):
 - working: one layer's transient tensors (widest intermediate and its gradient, gathered K/V), the
   fp32 logits on the last stage, one layer's full activations while it is recomputed (`full`).
 - reserved: CUDA context, NCCL buffers and allocator fragmentation (`reserved_memory`, an assumption).
+- mixture of experts (sim/models/moe.py): a layer's expert parameters are divided by tp x ep, not tp
+  (E / ep experts per GPU, each tensor-parallel), and their gradients and optimizer state are sharded
+  over the dp x cp / ep ranks that hold the same experts (Megatron-Core's expert data parallelism);
+  weights, gradients and optimizer then count per GPU as for the dense parameters.
 
 Llama 3's stage imbalance ([Llama 3] §3.3.2: one layer fewer on the first and the last stage, so that
 their first / last chunk holds only the embedding / the LM head and loss) is the layer split of
@@ -101,6 +105,18 @@ def chunk_params(family, layers_per_vstage: list[int], j: int) -> float:
     return total
 
 
+def chunk_expert_params(family, layers_per_vstage: list[int], j: int) -> float:
+    """Expert parameters of virtual stage `j` (whole model; 0 for a dense model)."""
+    return float(layers_per_vstage[j] * family.expert_layer_params)
+
+
+def per_gpu(params: float, expert: float, tp: int, ep: int) -> tuple[float, float]:
+    """(dense, expert) parameters per GPU of `params` (whole model) holding `expert` expert parameters."""
+    if not expert:
+        return params / tp, 0.0
+    return (params - expert) / tp, expert / (tp * ep)
+
+
 def layer_activation_bytes(family, shape, recompute: str) -> float:
     """Bytes one layer keeps for its backward, per micro-batch, on one GPU: the family's saved
     tensors for the local tokens, plus (cp > 1, unless the layer is recomputed whole) the K and V
@@ -126,14 +142,24 @@ def stage_memory(config, family, shape, layers_per_vstage: list[int], stage: int
     par = config.parallelism
     p, v = par.pp, config.virtual_stages
     tp = par.tp
-    chunk_p = [chunk_params(family, layers_per_vstage, c * p + stage) / tp for c in range(v)]
+    split = [
+        per_gpu(
+            chunk_params(family, layers_per_vstage, j), chunk_expert_params(family, layers_per_vstage, j), tp, par.ep
+        )
+        for j in (c * p + stage for c in range(v))
+    ]
+    chunk_d = [d for d, _ in split]
+    chunk_x = [x for _, x in split]
+    chunk_p = [d + x for d, x in split]
     layers = [layers_per_vstage[c * p + stage] for c in range(v)]
     params = sum(chunk_p)
     weight_bytes = DTYPE_BYTES[config.dtype] + (1.0 if DTYPE_BYTES[config.gemm] < 2 else 0.0)
     grad_bytes = DTYPE_BYTES[config.grad_dtype]
     fsdp = config.data_parallel == "fsdp"
     shards = par.dp * par.cp if fsdp else 1
-    optimizer = params * OPTIMIZER_STATE_BYTES_PER_PARAM / shards
+    expert_shards = shards // par.ep if fsdp else 1  # the ranks holding the same experts
+    optimizer = sum(chunk_d) * OPTIMIZER_STATE_BYTES_PER_PARAM / shards
+    optimizer += sum(chunk_x) * OPTIMIZER_STATE_BYTES_PER_PARAM / expert_shards
     per_layer = layer_activation_bytes(family, shape, config.recompute)
     working = working_bytes(config, family, shape, stage == (len(layers_per_vstage) - 1) % p)
     reserved = float(config.reserved_memory)
@@ -148,7 +174,8 @@ def stage_memory(config, family, shape, layers_per_vstage: list[int], stage: int
 
     def snapshot(i: int) -> StageMemory:
         grads = sum(chunk_p[c] for c in accumulating) * grad_bytes
-        grads += sum(chunk_p[c] for c in reduced) * grad_bytes / shards
+        grads += sum(chunk_d[c] for c in reduced) * grad_bytes / shards
+        grads += sum(chunk_x[c] for c in reduced) * grad_bytes / expert_shards
         return StageMemory(
             stage,
             params,

@@ -33,7 +33,14 @@ from sim.workloads.training.run import TrainingRun
 def fidelity(cluster, config, layout: ParallelLayout) -> tuple[bool, bool]:
     """(representative ranks, replay) for this run."""
     analytical = isinstance(cluster.network, AnalyticalNetwork)
-    ranks, replay = config.simulate.ranks, config.simulate.replay
+    ranks, replay, ep = config.simulate.ranks, config.simulate.replay, config.parallelism.ep
+    if ranks == "representative" and ep > 1:
+        raise ScenarioError(
+            "representative ranks need ep = 1 (an expert-parallel block's all-to-alls couple its replicas); "
+            "allowed: auto, all",
+            path="workload.simulate.ranks",
+            value=ranks,
+        )
     if ranks == "representative" and not analytical:
         raise ScenarioError(
             "representative ranks are exact only without contention: use network_model: analytical or ranks: all",
@@ -47,10 +54,14 @@ def fidelity(cluster, config, layout: ParallelLayout) -> tuple[bool, bool]:
             value=ranks,
         )
     representative = ranks == "representative" or (
-        ranks == "auto" and analytical and layout.dp > 1 and dp_rings_symmetric(layout)
+        ranks == "auto" and analytical and layout.dp > 1 and ep == 1 and dp_rings_symmetric(layout)
     )
     gpn = cluster.hardware.gpus_per_node
-    exact_replay = analytical or layout.group_size in (1, gpn)
+    if ep == 1:
+        exact_replay = analytical or layout.group_size in (1, gpn)
+    else:  # an expert-parallel block has its links to itself when it is one whole host
+        block = [dev for e in range(ep) for dev in layout.group(0, e)]
+        exact_replay = analytical or (len(block) == gpn and len({dev.host for dev in block}) == 1)
     return representative, (replay == "on" or (replay == "auto" and exact_replay))
 
 
@@ -77,8 +88,8 @@ def run_training(sim, cluster, config):
     representative, replay = fidelity(cluster, config, layout)
     if representative:
         classes = replica_classes(layout, class_pairs(layout, plan, config), [d.slowdown for d in cluster.devices])
-    else:
-        classes = [[d] for d in range(par.dp)]
+    else:  # every replica (every expert-parallel block of ep replicas)
+        classes = [list(range(b, b + par.ep)) for b in range(0, par.dp, par.ep)]
     run = TrainingRun(sim, cluster, layout, plan, config, classes, replay)
     start = sim.now
     yield from run.run()
@@ -101,7 +112,7 @@ def metrics(
     for g in run.groups.values():
         weight = len(g.members)
         rows.append((weight, driver_breakdown(g.stats, total_s)))
-        executed += weight * g.stats.executed_flop * len(g.devices)
+        executed += weight * g.stats.executed_flop * run.layout.group_size
     split = weighted_mean(rows)
     memory = config.memory(hw)
     worst = max(memory, key=lambda m: m.total)
@@ -123,7 +134,7 @@ def metrics(
         "sequence_length": config.sequence,
         "micro_batches": config.micro_batches,
         "layers_per_virtual_stage": plan.layers_per_vstage,
-        "parallelism": config.parallelism.model_dump(),
+        "parallelism": config.parallelism.degrees(),
         "model": config.family.name,
         "params": config.family.params,
         "schedule": config.schedule,
@@ -134,4 +145,24 @@ def metrics(
         "replay": replay,
         "op_s": {k: c.duration_s for k, c in run.first_captures.items()},
     }
+    family = config.family
+    if family.expert_layer_params:
+        out["moe"] = moe_metrics(config, family, split, its)
     return out
+
+
+def moe_metrics(config, family, split: dict, iterations: int) -> dict:
+    """What the experts did: one GPU's dispatch all-to-all of one layer and micro-batch (the combine
+    sends the same back; forward and backward run two each) and the exposed all-to-all time."""
+    a2a = family.alltoall_bytes(config.shape())
+    ep = config.parallelism.ep
+    return {
+        "experts": family.spec.experts,
+        "experts_per_token": family.spec.experts_per_token,
+        "ep": ep,
+        "capacity_factor": family.capacity_factor,
+        "active_params": family.matmul_params + family.first_params,
+        "dispatch_bytes_per_gpu": a2a,
+        "dispatch_bytes_sent_per_gpu": a2a * (ep - 1) / ep,
+        "exposed_alltoall_s": split.get("exposed_ep_s", 0.0) / iterations,
+    }

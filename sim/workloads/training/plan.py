@@ -15,7 +15,7 @@ from functools import cached_property
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
 from sim.models.training_shapes import backward_pass, recomputed, timed
-from sim.workloads.training.memory import chunk_params, stage_params
+from sim.workloads.training.memory import chunk_expert_params, chunk_params, per_gpu, stage_params
 from sim.workloads.training.schedule import (
     chunk_order,
     last_backward,
@@ -120,12 +120,22 @@ class TrainingPlan:
         if self.config.fsdp_unit == "chunk":
             return [self.chunk_params[(s, chunk)]]
         tp, n = self.config.parallelism.tp, self.layers_per_vstage[j]
-        units = [self.family.layer_params / tp] * n or [0.0]  # an empty chunk: the embedding or the head alone
+        layer = per_gpu(self.family.layer_params, self.family.expert_layer_params, tp, self.config.parallelism.ep)[0]
+        units = [layer] * n or [0.0]  # an empty chunk: the embedding or the head alone
         if j == 0:
             units[0] += self.family.first_params / tp
         if j == self.virtual_stages - 1:
             units[-1] += self.family.last_params / tp
         return units
+
+    def dp_expert_units(self, s: int, chunk: int) -> list[float]:
+        """Expert parameters per GPU of each DP unit (`dp_units` counts the rest), reduced over the
+        dp x cp / ep ranks holding the same experts; zeros for a dense model."""
+        if self.config.fsdp_unit == "chunk":
+            return [self.chunk_expert_params[(s, chunk)]]
+        par = self.config.parallelism
+        expert = per_gpu(self.family.layer_params, self.family.expert_layer_params, par.tp, par.ep)[1]
+        return [expert] * self.layers_per_vstage[chunk * self.p + s] or [0.0]
 
     def stage_items(self, s: int) -> tuple:
         """Every kernel and collective stage s can run (for its group's signature)."""
@@ -143,19 +153,36 @@ class TrainingPlan:
         tp = self.config.parallelism.tp
         return [stage_params(self.family, self.layers_per_vstage, self.p, s) / tp for s in range(self.p)]
 
+    def _chunk_split(self, j: int) -> tuple[float, float]:
+        par, layers = self.config.parallelism, self.layers_per_vstage
+        whole = chunk_params(self.family, layers, j)
+        return per_gpu(whole, chunk_expert_params(self.family, layers, j), par.tp, par.ep)
+
     @cached_property
     def chunk_params(self) -> dict[tuple[int, int], float]:
-        """Parameters per GPU of chunk c of stage s."""
-        tp = self.config.parallelism.tp
-        return {
-            (j % self.p, j // self.p): chunk_params(self.family, self.layers_per_vstage, j) / tp
-            for j in range(self.virtual_stages)
-        }
+        """Parameters per GPU of chunk c of stage s, experts excluded (`chunk_expert_params`)."""
+        return {(j % self.p, j // self.p): self._chunk_split(j)[0] for j in range(self.virtual_stages)}
+
+    @cached_property
+    def chunk_expert_params(self) -> dict[tuple[int, int], float]:
+        """Expert parameters per GPU of chunk c of stage s (0 for a dense model)."""
+        return {(j % self.p, j // self.p): self._chunk_split(j)[1] for j in range(self.virtual_stages)}
 
     @property
     def optimizer_shards(self) -> int:
         par = self.config.parallelism
         return par.dp * par.cp if self.config.data_parallel == "fsdp" else 1
+
+    def optimizer_step_bytes(self, s: int, per_param: float) -> float:
+        """Memory traffic of one GPU's optimizer step on stage s (`per_param` bytes per parameter of its
+        shard): its dense shard and its expert shard (experts sharded over the dp x cp / ep ranks
+        holding them)."""
+        expert = sum(x for (st, _), x in self.chunk_expert_params.items() if st == s)
+        if not expert:
+            return per_param * self.stage_params[s] / self.optimizer_shards
+        dense = sum(d for (st, _), d in self.chunk_params.items() if st == s)
+        expert_shards = max(self.optimizer_shards // self.config.parallelism.ep, 1)
+        return per_param * (dense / self.optimizer_shards + expert / expert_shards)
 
     @property
     def p2p_bytes(self) -> float:

@@ -2,7 +2,11 @@
 collectives and p2p transfers as network flows.
 
 Per simulated stage group (s, d) one process drives the group's GPUs (they run the same kernels;
-TP and CP collectives move every member's flows). Per iteration:
+TP and CP collectives move every member's flows). With expert parallelism (ep > 1, a MoE model) the
+group is the block of ep consecutive replicas' stage groups (replicas d .. d + ep - 1), whose
+all-to-alls couple them every MoE layer: one process drives the block, its EP all-to-alls move every
+member's flows, and its DP collectives reduce the dense gradients over dp x cp ranks and the expert
+gradients over the dp x cp / ep ranks holding the same experts. Per iteration:
 1. sharded DP (`fsdp`): all-gathers of each DP unit's 16-bit weights (a layer, or a whole chunk), issued
    on the `comm` stream in the order the chunks are first used; a chunk's first forward waits for
    each unit's weights just before the layer that needs them;
@@ -71,12 +75,15 @@ class Capture:
     executed_flop: float = 0.0
     tape: SpanTape = field(default_factory=SpanTape)
     comm_s_by_link: dict[str, float] = field(default_factory=dict)  # exposed comm_s by the link kind it waited on
+    comm_s_by_group: dict[str, float] = field(default_factory=dict)  # exposed comm_s by collective group (tp, cp, ep)
 
     def add(self, other: Capture, offset: float) -> None:
         self.kernel_s += other.kernel_s
         self.comm_s += other.comm_s
         for kind, seconds in other.comm_s_by_link.items():
             self.comm_s_by_link[kind] = self.comm_s_by_link.get(kind, 0.0) + seconds
+        for group, seconds in other.comm_s_by_group.items():
+            self.comm_s_by_group[group] = self.comm_s_by_group.get(group, 0.0) + seconds
         self.flop += other.flop
         self.executed_flop += other.executed_flop
         self.tape.extend(other.tape, offset)
@@ -94,11 +101,14 @@ class Capture:
 
 
 class Group:
-    def __init__(self, layout, network, s: int, d: int, members: list[int], algorithm: str) -> None:
+    """Stage s of replica d (of the ep replicas d .. d + ep - 1 with expert parallelism), standing for
+    the replicas `members`."""
+
+    def __init__(self, layout, network, s: int, d: int, members: list[int], algorithm: str, ep: int = 1) -> None:
         self.s, self.d, self.members = s, d, members
-        self.devices = layout.group(s, d)
+        self.devices = [dev for e in range(ep) for dev in layout.group(s, d + e)]
         self.driver = self.devices[0]
-        self.comm = GroupComm(network, self.devices, layout.tp, layout.cp, algorithm)
+        self.comm = GroupComm(network, self.devices, layout.tp, layout.cp, algorithm, ep)
         self.slowdown = max(dev.slowdown for dev in self.devices)
         self.mirrors = mirror_components(layout, s, members)
         self.stats = DriverStats()
@@ -119,9 +129,10 @@ class TrainingRun:
         self.sim, self.cluster, self.net, self.layout = sim, cluster, cluster.network, layout
         self.plan, self.config, self.replay = plan, config, replay
         self.classes = classes
-        self.representative = len(classes) < layout.dp  # some replicas stand in for others
+        self.ep = config.parallelism.ep
+        self.representative = len(classes) * self.ep < layout.dp  # some replicas stand in for others
         self.groups = {
-            (s, m[0]): Group(layout, self.net, s, m[0], m, config.collective_algorithm)
+            (s, m[0]): Group(layout, self.net, s, m[0], m, config.collective_algorithm, self.ep)
             for m in classes
             for s in range(layout.pp)
         }
@@ -132,6 +143,7 @@ class TrainingRun:
         self._pp_flows: dict[tuple, tuple[list, StepKey]] = {}  # the p2p flows between two stages
         self._dp_steps: dict[tuple, tuple[list, float, StepKey]] = {}  # (flows, fill latency, their key)
         self._dp_rings: dict[int, tuple[list, float]] = {}  # stage -> (DP rings, hop latency)
+        self._expert_rings: dict[int, tuple[list, float]] = {}  # stage -> (expert DP rings, hop latency)
         self.iteration_end_s: list[float] = [0.0] * config.iterations
         self.first_captures: dict[str, Capture] = {}
 
@@ -218,6 +230,8 @@ class TrainingRun:
             st.ops.append((start, self.sim.now))
             st.kernel_s += cap.kernel_s
             st.comm_in_ops_s += cap.comm_s
+            for group, seconds in cap.comm_s_by_group.items():
+                st.comm_in_ops_by_group[group] = st.comm_in_ops_by_group.get(group, 0.0) + seconds
             st.flop += cap.flop
             st.executed_flop += cap.executed_flop
             self._mirror(g, start, self.sim.now)
@@ -244,7 +258,7 @@ class TrainingRun:
                         run_schedule(self.net, steps, name=f"{label} {item.name}") if steps else self.sim.timeout(0)
                     )
             yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
-            kernel_s, link = 0.0, "local"
+            kernel_s, link, collective = 0.0, "local", None
             for item in group:
                 if isinstance(item, Kernel):
                     d = item.duration_s * g.slowdown
@@ -254,6 +268,7 @@ class TrainingRun:
                     span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
                 else:
                     link = g.comm.link_kind(item.group)  # the link its flows leave by: its resource
+                    collective = item.group
                     span = (link, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
                 cap.tape.record(*span)
                 self.sim.span(
@@ -271,6 +286,8 @@ class TrainingRun:
             cap.comm_s += exposed
             if exposed > 0 and link != "local":
                 cap.comm_s_by_link[link] = cap.comm_s_by_link.get(link, 0.0) + exposed
+            if exposed > 0 and collective is not None:
+                cap.comm_s_by_group[collective] = cap.comm_s_by_group.get(collective, 0.0) + exposed
         cap.duration_s = self.sim.now - start
         if self.replay:
             self._segments[key] = cap
@@ -301,7 +318,7 @@ class TrainingRun:
         return out
 
     def _optimizer(self, g: Group):
-        nbytes = ADAM_STEP_TRAFFIC_BYTES_PER_PARAM * self.plan.stage_params[g.s] / self.plan.optimizer_shards
+        nbytes = self.plan.optimizer_step_bytes(g.s, ADAM_STEP_TRAFFIC_BYTES_PER_PARAM)
         duration = g.driver.spec.memory_time_s(nbytes) * g.slowdown
         with g.driver.stream("compute").request() as req:
             yield req
@@ -324,7 +341,7 @@ class TrainingRun:
             return
         pp = self._pp_flows.get((g.d, g.s, s_to))
         if pp is None:
-            dst = self.layout.group(s_to, g.d)
+            dst = self.groups[(s_to, g.d)].devices
             flows = [(a.node, b.node, self.plan.p2p_bytes) for a, b in zip(g.devices, dst)]
             pp = self._pp_flows[(g.d, g.s, s_to)] = (flows, StepKey(f"pp {g.s}->{s_to} replica {g.d}"))
         start = self.sim.now
@@ -381,21 +398,35 @@ class TrainingRun:
             yield self.sim.timeout(fill_s)
 
     def _dp_schedule(self, s: int, chunk: int, unit: int, op: str) -> tuple[list, float, StepKey]:
-        """Streamed rings: one flow per ring edge with its whole share; returns (flows, fill latency,
-        the flows' step key)."""
+        """Streamed rings: one flow per ring edge with its whole share (the dense parameters over the
+        dp x cp ranks, experts over the dp x cp / ep ranks holding them, at once); returns (flows,
+        fill latency, the flows' step key)."""
         key = (s, chunk, unit, op)
         if key not in self._dp_steps:
             lay = self.layout
             n = lay.dp * lay.cp
-            params = self.plan.dp_units(s, chunk)[unit]
             per_param = DTYPE_BYTES[self.config.dtype] if op == "all_gather" else DTYPE_BYTES[self.config.grad_dtype]
-            nbytes = params * per_param
+            nbytes = self.plan.dp_units(s, chunk)[unit] * per_param
+            tps = range(1) if self.representative else range(lay.tp)  # representatives: TP rank 0's ring
             if s not in self._dp_rings:  # the same rings for every chunk, unit and op
-                tps = range(1) if self.representative else range(lay.tp)  # representatives: TP rank 0's ring
                 rings = [[dev.node for dev in lay.dp_ring(s, t)] for t in tps] if n > 1 else []
                 self._dp_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
             rings, hop_latency_s = self._dp_rings[s]
             flows, fill_s = streamed_ring(self.net, rings, op, nbytes, hop_latency_s)
+            expert_bytes = self.plan.dp_expert_units(s, chunk)[unit] * per_param
+            if expert_bytes > 0:
+                if s not in self._expert_rings:
+                    blocks = lay.dp // self.ep
+                    rings = [
+                        [lay.device(t, c, s, b * self.ep + e).node for b in range(blocks) for c in range(lay.cp)]
+                        for t in tps
+                        for e in range(self.ep)
+                    ]
+                    rings = rings if blocks * lay.cp > 1 else []
+                    self._expert_rings[s] = (rings, ring_hop_latency_s(self.net, rings))
+                expert_rings, expert_hop_s = self._expert_rings[s]
+                more, more_fill_s = streamed_ring(self.net, expert_rings, op, expert_bytes, expert_hop_s)
+                flows, fill_s = flows + more, max(fill_s, more_fill_s)
             self._dp_steps[key] = (flows, fill_s, StepKey(f"dp {op} stage {s} chunk {chunk} unit {unit}"))
         return self._dp_steps[key]
 

@@ -2,10 +2,12 @@
 
     workload:
       kind: training
-      model: llama3-405b            # LLM presets (sim/models/transformer.py), DiT presets (sim/models/dit.py), or inline
+      model: llama3-405b            # LLM presets (sim/models/transformer.py), MoE presets (sim/models/moe.py),
+                                    # DiT presets (sim/models/dit.py), or inline (with `experts`: MoE)
       dtype: bf16                   # activations, attention, weights
       gemm_dtype: fp8               # optional: FP8 GEMMs (forward and backward, Transformer Engine style)
       parallelism: {tp: 8, cp: 1, pp: 16, dp: 64}   # product = the cluster's GPUs (dp defaults to the rest)
+                                    # MoE models: ep (expert parallel) divides dp and the experts
       sequence_length: 8192         # LLMs; a DiT takes `video: {frames, height, width}` instead
       global_batch_tokens: 16_777_216   # or global_batch_size (sequences / clips)
       micro_batch_size: 1           # sequences per micro-batch
@@ -24,6 +26,14 @@ the usual FSDP wrapping; `chunk`: the whole pipeline chunk), `grad_dtype` (fp32:
 reduce-scatters gradients in FP32), `collective_algorithm` (TP/CP collectives), `reserved_memory`,
 `simulate: {ranks: auto|all|representative, replay: auto|on|off}` (fidelity, see training_layout.py
 and training_run.py; `auto` picks the exact shortcuts only).
+
+Mixture-of-experts models (`model: mixtral-8x7b`, or inline with `experts` and `experts_per_token`):
+`parallelism.ep` shards every MoE layer's experts over ep data-parallel replicas (Megatron-Core's
+expert parallelism: the ep replicas of one block each hold E / ep experts and exchange tokens by a
+dispatch and a combine all-to-all per layer, forward and backward, as flows on the network);
+attention and embeddings stay tp x cp x pp x dp as for a dense model. `moe_capacity_factor` (>= 1)
+is the load-balance assumption (sim/models/moe.py). The expert gradients are reduced over the
+dp x cp / ep ranks holding the same experts.
 
 The run (training_run.py): kernels from the shape-aware roofline of the GPU model (per-layer GEMM,
 attention and elementwise shapes in sim/models/training_shapes.py), TP collectives on the scale-up
@@ -55,6 +65,7 @@ from hardware_models.units import Bytes
 from sim.errors import ScenarioError
 from sim.models.dit import PRESETS as DIT_PRESETS
 from sim.models.dit import DiTFamily, DiTSpec
+from sim.models.moe import MOE_PRESETS, MoEFamily, MoETransformerSpec
 from sim.models.training_shapes import LLMFamily
 from sim.models.transformer import PRESETS as LLM_PRESETS
 from sim.models.transformer import TransformerSpec
@@ -68,6 +79,13 @@ class TrainingParallelism(StrictModel):
     cp: int = Field(1, ge=1, description="context parallel")
     pp: int = Field(1, ge=1, description="pipeline parallel (stages)")
     dp: int | None = Field(None, ge=1, description="data parallel (default: GPUs / (tp x cp x pp))")
+    ep: int = Field(
+        1, ge=1, description="expert parallel (MoE models): experts sharded over ep data-parallel replicas; divides dp"
+    )
+
+    def degrees(self, exclude_none: bool = False) -> dict:
+        """tp, cp, pp, dp - and ep where experts are sharded (ep > 1)."""
+        return self.model_dump(exclude={"ep"} if self.ep == 1 else None, exclude_none=exclude_none)
 
 
 class Video(StrictModel):
@@ -87,7 +105,7 @@ class TrainingFidelity(StrictModel):
 
 class Config(WorkloadBase):
     kind: Literal["training"]
-    model: TransformerSpec | DiTSpec
+    model: MoETransformerSpec | TransformerSpec | DiTSpec
     dtype: Literal["bf16", "fp16"] = "bf16"
     gemm_dtype: Dtype | None = Field(None, description="GEMM dtype (default: dtype)")
     parallelism: TrainingParallelism = TrainingParallelism()
@@ -122,6 +140,14 @@ class Config(WorkloadBase):
         ge=0,
         description=("assumption: CUDA context (~0.5-1 GB), NCCL buffers (~1-2 GB) and allocator fragmentation"),
     )
+    moe_capacity_factor: float = Field(
+        1.0,
+        ge=1.0,
+        description=(
+            "MoE load balance (assumption): rows per expert over the balanced mean - the padding of a capacity "
+            "dispatcher, or the busiest expert's load under dropless routing (1: perfectly balanced)"
+        ),
+    )
     iterations: int = Field(2, ge=1)
     simulate: TrainingFidelity = TrainingFidelity()
 
@@ -133,18 +159,26 @@ class Config(WorkloadBase):
                 return LLM_PRESETS[v]
             if v in DIT_PRESETS:
                 return DIT_PRESETS[v]
+            if v in MOE_PRESETS:
+                return MOE_PRESETS[v]
             raise ValueError(
-                f"unknown model {v!r}; presets: {', '.join([*LLM_PRESETS, *DIT_PRESETS])} "
-                "(or an inline mapping; family: dit for a video DiT)"
+                f"unknown model {v!r}; presets: {', '.join([*LLM_PRESETS, *MOE_PRESETS, *DIT_PRESETS])} "
+                "(or an inline mapping; family: dit for a video DiT, experts for a mixture of experts)"
             )
         if isinstance(v, dict):
-            return DiTSpec.model_validate(v) if v.get("family") == "dit" else TransformerSpec.model_validate(v)
+            if v.get("family") == "dit":
+                return DiTSpec.model_validate(v)
+            return MoETransformerSpec.model_validate(v) if "experts" in v else TransformerSpec.model_validate(v)
         return v
 
     # ---- derived ---------------------------------------------------------------------------------
     @property
     def family(self):
-        return DiTFamily(self.model) if isinstance(self.model, DiTSpec) else LLMFamily(self.model)
+        if isinstance(self.model, DiTSpec):
+            return DiTFamily(self.model)
+        if isinstance(self.model, MoETransformerSpec):
+            return MoEFamily(self.model, ep=self.parallelism.ep, capacity_factor=self.moe_capacity_factor)
+        return LLMFamily(self.model)
 
     @property
     def gemm(self) -> str:
@@ -203,12 +237,13 @@ class Config(WorkloadBase):
                 f"{par.tp * par.cp * par.pp * par.dp} must equal the cluster's {n} GPUs "
                 f"({hardware.nodes} nodes x {hardware.gpus_per_node})",
                 path="workload.parallelism",
-                value=self.parallelism.model_dump(exclude_none=True),
+                value=self.parallelism.degrees(exclude_none=True),
             )
         fam = cfg.family
         for key, problem in (("tp", fam.tp_problem(par.tp)), ("cp", fam.cp_problem(par.cp, cfg.sequence))):
             if problem:
                 raise ScenarioError(problem, path=f"workload.parallelism.{key}", value=getattr(par, key))
+        _check_experts(cfg)
         _check_batch(cfg)
         _check_schedule(cfg)
         for key, dtype in (("dtype", cfg.dtype), ("gemm_dtype", cfg.gemm)):
@@ -234,7 +269,7 @@ class Config(WorkloadBase):
                 f"working {gb['working']:.1f} + reserved {gb['reserved']:.1f}) but {hardware.gpu.name} has "
                 f"{capacity / 1e9:.1f} GB; {_memory_advice(cfg)}",
                 path="workload.parallelism",
-                value=self.parallelism.model_dump(exclude_none=True),
+                value=self.parallelism.degrees(exclude_none=True),
             )
 
 
@@ -278,6 +313,35 @@ def _check_model_inputs(cfg: Config) -> None:
             "give exactly one of global_batch_tokens and global_batch_size (sequences)",
             path="workload.global_batch_tokens",
             value=cfg.global_batch_tokens,
+        )
+
+
+def _check_experts(cfg: Config) -> None:
+    par, model = cfg.parallelism, cfg.model
+    experts = model.experts if isinstance(model, MoETransformerSpec) else None
+    if par.ep > 1 and experts is None:
+        raise ScenarioError(
+            f"expert parallelism needs a mixture-of-experts model ({model.name} has no experts); allowed: 1",
+            path="workload.parallelism.ep",
+            value=par.ep,
+        )
+    if experts is None:
+        return
+    if experts % par.ep:
+        raise ScenarioError(
+            f"ep must divide the {experts} experts of {model.name}", path="workload.parallelism.ep", value=par.ep
+        )
+    if (par.dp or 1) % par.ep:
+        raise ScenarioError(
+            f"ep must divide dp = {par.dp} (experts are sharded over data-parallel replicas)",
+            path="workload.parallelism.ep",
+            value=par.ep,
+        )
+    if par.tp > 1 and not cfg.sequence_parallel:
+        raise ScenarioError(
+            "a mixture-of-experts model with tp > 1 needs sequence parallelism (as Megatron-Core); allowed: true",
+            path="workload.sequence_parallel",
+            value=cfg.sequence_parallel,
         )
 
 
