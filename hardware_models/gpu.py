@@ -10,8 +10,11 @@ Kernel time is a roofline with shape-dependent efficiency:
 
 - GEMM (m x k) @ (k x n): eff = gemm * s(m) * s(n) * s(k), s(x) = x / (x + gemm_half_dim), so small
   or skinny GEMMs reach a lower fraction of peak while large ones approach `gemm`.
-- Attention (FlashAttention-style, one fused kernel): eff = attention * q / (q + attention_half_seq),
-  short queries are less efficient; K/V are read once per query block.
+- Attention (FlashAttention-style, one fused kernel): eff = attention * q / (q + attention_half_seq)
+  * row_fill * sm_fill, short queries are less efficient; K/V are read once per query block, at the
+  bandwidth the kernel's blocks can draw. `attention_kernel` (tiles, SM count) sets how many thread blocks the
+  kernel makes and how many SMs work, with split-KV over the KV length (hardware_models/attention.py);
+  a split kernel adds its combine kernel (fp32 partial outputs written and read back).
 - Memory-bound kernels stream bytes at `memory` x bandwidth; random row gathers and scatters
   (embedding lookups and their updates) move their rows at `gather` x bandwidth (unset: `memory`).
 
@@ -27,6 +30,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hardware_models.attention import AttentionCost, AttentionKernel, occupancy
 from hardware_models.power import capped_clock_fraction
 from hardware_models.spec import PowerSpec, Spec
 from hardware_models.units import Bytes, BytesPerS, FlopPerS, Seconds, Watts
@@ -88,6 +92,7 @@ class DeviceSpec(Spec):
     peak: Peak
     launch_overhead: Seconds = Field(4e-6, ge=0, description="per-kernel launch/dispatch overhead, s")
     efficiency: Efficiency = Efficiency()
+    attention_kernel: AttentionKernel = AttentionKernel()
     power: PowerSpec = PowerSpec()
     power_cap: Watts | None = Field(
         None,
@@ -173,16 +178,49 @@ class DeviceSpec(Spec):
         flop: float | None = None,
     ) -> float:
         """Fused attention kernel time. `flop` overrides the count (e.g. a causal chunk pair)."""
+        return self.attention_cost(q_len, kv_len, heads, head_dim, kv_heads, dtype, causal, batch, flop).time_s
+
+    def attention_cost(
+        self,
+        q_len: float,
+        kv_len: float,
+        heads: float,
+        head_dim: float,
+        kv_heads: float | None = None,
+        dtype: str = "bf16",
+        causal: bool = True,
+        batch: float = 1,
+        flop: float | None = None,
+    ) -> AttentionCost:
+        """The fused attention kernel's roofline terms and occupancy (see `attention_time_s`)."""
         if min(q_len, kv_len, heads) <= 0:
-            return 0.0
+            return AttentionCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, occupancy(self.attention_kernel, 0, 0, 0, 0, 0, 0, 1))
         kv_heads = heads if kv_heads is None else kv_heads
         e = DTYPE_BYTES[dtype]
         if flop is None:
             flop = self.attention_flop(q_len, kv_len, heads, head_dim, causal, batch)
         nbytes = batch * head_dim * e * (2 * q_len * heads + 2 * kv_len * kv_heads)
-        eff = self.efficiency.attention * q_len / (q_len + self.efficiency.attention_half_seq)
-        compute = flop / (self.peak_flop_per_s(dtype) * eff)
-        return max(compute, self._stream_s(nbytes)) + self.launch_overhead
+        occ = occupancy(self.attention_kernel, q_len, kv_len, heads, batch, head_dim, e, self.memory_bandwidth)
+        eff = (
+            self.efficiency.attention
+            * q_len
+            / (q_len + self.efficiency.attention_half_seq)
+            * occ.row_fill
+            * occ.sm_fill
+        )
+        combine_s = 0.0
+        if occ.splits > 1:  # fp32 partial outputs + LSE per split, written and read back; the output
+            rows = batch * heads * q_len
+            combine_s = self.memory_time_s(2 * occ.splits * rows * (head_dim + 1) * 4 + rows * head_dim * e)
+        return AttentionCost(
+            flop=flop,
+            nbytes=nbytes,
+            compute_s=flop / (self.peak_flop_per_s(dtype) * eff),
+            memory_s=self._stream_s(nbytes) / occ.bandwidth_fill,
+            launch_s=self.launch_overhead,
+            combine_s=combine_s,
+            occupancy=occ,
+        )
 
     def memory_time_s(self, nbytes: float, gather_bytes: float = 0.0) -> float:
         """A memory-bound kernel streaming `nbytes` (read + write) through device memory, plus

@@ -18,6 +18,7 @@ METRICS = {
     "ring_algorithm": "ring of the first request's prefill (pass-kv, pass-q; none when cp = 1), name",
     "ring_algorithm_per_request": "ring of every request's prefill, list of names",
     "ring_choice": "the pass-KV / pass-Q heuristic's inputs for the first request, dict",
+    "ring_choice_per_request": "the heuristic's inputs for every request's prefill (null when cp = 1), list",
     "achieved_tflop_per_s_per_gpu": "model FLOPs of the first prefill per second per GPU, TFLOP/s",
     "mfu": "achieved FLOP/s over the GPU's dense peak of `dtype`, fraction",
     "prefill_flop": "model FLOPs of the first prefill (dense GEMMs and causal attention), FLOP",
@@ -27,7 +28,10 @@ METRICS = {
     "TP all-reduce, total; part of the breakdown's communication, not extra), s",
     "decode_comm_latency_s": "the same for the first decode step, s",
     "prefill_breakdown_s_per_request": "every request's prefill breakdown with its latency, KV bytes read at peak "
-    "HBM bandwidth (kv_read_hbm_s) and kernel launches (count) with their overhead (s), list",
+    "HBM bandwidth (kv_read_hbm_s), kernel launches (count) with their overhead (s) and the steady ring step's "
+    "attention kernel (attention_kernel: time, compute_s, kv_read_s, combine_s, bound, blocks, splits, row_fill, "
+    "sm_fill, bandwidth_fill), list",
+    "decode_costs": "the first decode step's kv_read_hbm_s, kernel launches, launch overhead and attention_kernel",
     "ring_steps": "per ring step of the first layer: attention_s, send_s, exposed_s; list",
     "memory_per_gpu_bytes": "weights, KV cache, activations and ring buffers per GPU, bytes",
     "queue_s_per_request": "time each request waited before its prefill, list of s",

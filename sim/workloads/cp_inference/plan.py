@@ -17,15 +17,20 @@ Kernels per layer and GPU, in order (`LayerPlan`):
 GEMMs take `dtype` (FFN: `ffn_dtype`), attention `attention_dtype` (also the KV cache and ring
 message dtype), activations and all-reduces 16-bit unless `dtype` is wider.
 
-The attention kernel's efficiency follows the hardware model's query-length dependence with grouped
-query heads packed into the rows (q_len x NH/NKV rows per KV head, as FlashAttention-3 and
-FlashDecoding do), and its bytes are the Q/O and the K/V it reads.
+The attention kernel is the hardware model's (`DeviceSpec.attention_cost`) with grouped query heads
+packed into the rows (q_len x NH/NKV rows per KV head, as FlashAttention-3 and Flash-Decoding do):
+max(FLOPs at an efficiency set by the query rows, the tiles and the SMs the thread blocks occupy,
+with split-KV over the KV length; the K/V and Q/O bytes at the bandwidth the blocks draw) plus the
+launch and, when split, the combine kernel (hardware_models/attention.py). A short query block
+against a long cache (partial prefill) makes few blocks and is split; a decode step reads its
+cache at HBM bandwidth. `LayerPlan.attention_cost` keeps the steady ring step's decomposition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hardware_models.attention import AttentionCost
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
 from sim.models.kernel import Kernel
 from sim.models.transformer import (
@@ -83,6 +88,12 @@ class LayerPlan:
     kv_heads_local: int = 0
     head_dim: int = 0
     kv_elem_bytes: float = 2.0
+    attention_costs: tuple[AttentionCost, ...] = ()  # per ring step
+
+    @property
+    def attention_cost(self) -> AttentionCost:
+        """The steady-state ring step's attention kernel decomposition (as `attention_step`)."""
+        return self.attention_costs[min(1, len(self.attention_costs) - 1)]
 
     @property
     def attention_step(self) -> Kernel:
@@ -121,7 +132,7 @@ def plan_layer(
         for g in layer_gemms(shard, m, precision.dtype, precision.ffn_dtype)
     }
     elementwise = {name: _memory(device, name, b) for name, b in layer_elementwise_bytes(shard, m, act_b).items()}
-    steps = []
+    steps, costs = [], []
     merge_bytes = 3.0 * m * qh * (hd + 1) * 4  # fp32 output + LSE: read two, write one
     for s in range(cp):
         if phase.kind == "prefill":
@@ -129,8 +140,11 @@ def plan_layer(
         else:
             keys = float(kv_local)
         flop = 4.0 * hd * qh * keys
-        t = device.attention_time_s(m * (qh // kvh), kv_tokens_step, kvh, hd, kv_heads=kvh, dtype=attn_dtype, flop=flop)
-        kernels = [Kernel(f"attention step {s}", t, flop=flop, category="attention")]
+        cost = device.attention_cost(
+            m * (qh // kvh), kv_tokens_step, kvh, hd, kv_heads=kvh, dtype=attn_dtype, flop=flop
+        )
+        costs.append(cost)
+        kernels = [Kernel(f"attention step {s}", cost.time_s, flop=flop, category="attention")]
         if ring == "pass-kv" and s > 0:
             kernels.append(_memory(device, f"merge step {s}", merge_bytes, "merge"))
         steps.append(tuple(kernels))
@@ -162,6 +176,7 @@ def plan_layer(
         kv_heads_local=kvh,
         head_dim=hd,
         kv_elem_bytes=DTYPE_BYTES[attn_dtype],
+        attention_costs=tuple(costs),
     )
 
 

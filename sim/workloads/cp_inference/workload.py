@@ -28,8 +28,9 @@ prefill - dense GEMMs and causal attention, no padding - per second per GPU; MFU
 `dtype`), `prefill_breakdown_s` and `decode_breakdown_s` (GPU 0: dense, attention, merge,
 ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first layer),
 `prefill_breakdown_s_per_request` (each prefill's breakdown with its `comm_latency` parts,
-`kv_read_hbm_s`, `kernel_launches` and `launch_overhead_s`: what dominates a partial prefill against a
-long persistent KV cache), `prefill_comm_latency_s` and `decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software
+`kv_read_hbm_s`, `kernel_launches`, `launch_overhead_s` and `attention_kernel`: what dominates a partial
+prefill against a long persistent KV cache), `decode_costs` (the same terms for the first decode step),
+`ring_choice_per_request` (each prefill's `ring_choice`), `prefill_comm_latency_s` and `decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software
 latency charged to ring_sends, all2all and tp_allreduce - comm_cost.py - contained in the breakdown's
 ring_exposed / all2all / tp_allreduce where it is not hidden under attention),
 `memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
@@ -342,6 +343,7 @@ def simulate(sim, cluster, config: Config):
             "prefill_s": sim.now - start,
             "ttft_s": sim.now - arrival,
             "ring": ring,
+            "choice": choice.as_dict() if choice else None,
             "tokens": req.prompt_tokens + req.decode_tokens,
         }
         if i == 0:
@@ -361,6 +363,7 @@ def simulate(sim, cluster, config: Config):
             decode.append(sim.now - step_start)
             if i == 0 and t == 0:
                 first["decode_breakdown"] = bd
+                first["decode_costs"] = _phase_costs(plan, hw.gpu)
                 first["decode_latency"] = drun.latency
         ttits += decode
         rows.append(row)
@@ -385,11 +388,13 @@ def _metrics(config: Config, hw, rows: list[dict], ttits: list[float], first: di
         "ring_algorithm": rows[0]["ring"],
         "ring_algorithm_per_request": [r["ring"] for r in rows],
         "ring_choice": first["choice"].as_dict() if first["choice"] else None,
+        "ring_choice_per_request": [r["choice"] for r in rows],
         "achieved_tflop_per_s_per_gpu": achieved / 1e12,
         "mfu": achieved / peak,
         "prefill_flop": flop,
         "prefill_breakdown_s": first["breakdown"],
         "decode_breakdown_s": first.get("decode_breakdown"),
+        "decode_costs": first.get("decode_costs"),
         "prefill_breakdown_s_per_request": [r["breakdown"] for r in rows],
         "prefill_comm_latency_s": _latency_parts(first["latency"]),
         "decode_comm_latency_s": _latency_parts(first["decode_latency"]) if "decode_latency" in first else None,
@@ -418,7 +423,10 @@ def _phase_costs(plan, gpu) -> dict[str, float]:
     """What bounds a phase on GPU 0, next to its breakdown: `kv_read_hbm_s`, the KV blocks the ring
     steps' attention reads at peak HBM bandwidth (the attention's floor: a short query block against
     a long cache is this read, not FLOPs); `kernel_launches` and `launch_overhead_s` (the hardware
-    model's per-kernel launch overhead, contained in the kernel times)."""
+    model's per-kernel launch overhead, contained in the kernel times; a split-KV attention step adds its
+    combine kernel); `attention_kernel`, one steady ring step's attention kernel on one layer
+    (hardware_models/attention.py): time, compute and KV-read terms, combine, which bounds it, thread
+    blocks, KV splits, row and SM fill."""
     kv_bytes = 2.0 * plan.kv_tokens_step * plan.kv_heads_local * plan.head_dim * plan.kv_elem_bytes
     per_layer = (
         len(plan.pre_attention)
@@ -427,9 +435,11 @@ def _phase_costs(plan, gpu) -> dict[str, float]:
         + len(plan.out_proj)
         + len(plan.ffn)
     )
-    launches = plan.layers * per_layer + len(plan.final)
+    splits = sum(c.occupancy.splits > 1 for c in plan.attention_costs)  # a split step adds its combine kernel
+    launches = plan.layers * (per_layer + splits) + len(plan.final)
     return {
         "kv_read_hbm_s": plan.layers * len(plan.ring_steps) * kv_bytes / gpu.memory_bandwidth,
         "kernel_launches": float(launches),
         "launch_overhead_s": launches * gpu.launch_overhead,
+        "attention_kernel": plan.attention_cost.as_dict(),
     }
