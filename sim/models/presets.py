@@ -2,6 +2,8 @@
 
 - LLM presets (sim/models/transformer.py `PRESETS`): `model: llama3-8b` in a `training` or
   `cp_inference` workload.
+- Mixture-of-experts LLM presets (sim/models/moe.py `MOE_PRESETS`): `model: mixtral-8x7b` in a
+  `training` (with `parallelism.ep`) or `serving` workload.
 - Video DiT presets (sim/models/dit.py `PRESETS`): `model: moviegen-30b` in a `training` workload.
 - DLRM (sim/models/dlrm.py): `embedding_training` has no named model; its `dense:` block defaults to
   the MLPerf DLRM MLPs with the `dot` interaction, and `dense.interaction` names the other
@@ -18,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from hardware_models.gpu import DTYPE_BYTES
 from hardware_models.units import format_bytes
-from sim.models import dit, dlrm, transformer
+from sim.models import dit, dlrm, moe, transformer
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,23 @@ def _llm(spec: transformer.TransformerSpec) -> ModelPreset:
         params=float(spec.params),
         shape=(
             f"{spec.layers} layers, hidden {spec.hidden:,}, FFN {spec.ffn:,} ({mlp}), {spec.heads} heads, "
+            f"{spec.kv_heads} KV heads, head dim {spec.dim_per_head}, vocab {spec.vocab:,}"
+        ),
+        source=spec.source,
+    )
+
+
+def _moe(spec: moe.MoETransformerSpec) -> ModelPreset:
+    active = spec.dense_flop_per_token() / 2 + 2 * spec.vocab * spec.hidden  # + embedding and LM head
+    return ModelPreset(
+        name=spec.name,
+        kind="LLM (mixture of experts)",
+        key="workload.model",
+        workloads="training, serving",
+        params=float(spec.params),
+        shape=(
+            f"{spec.layers} layers, hidden {spec.hidden:,}, {spec.experts} experts of FFN {spec.ffn:,} (SwiGLU), "
+            f"top-{spec.experts_per_token} ({active / 1e9:.3g} billion active parameters), {spec.heads} heads, "
             f"{spec.kv_heads} KV heads, head dim {spec.dim_per_head}, vocab {spec.vocab:,}"
         ),
         source=spec.source,
@@ -107,9 +126,11 @@ def _dlrm() -> list[ModelPreset]:
 
 
 def model_presets() -> list[ModelPreset]:
-    """Every named model, LLMs first, then DiTs, then the DLRM architectures."""
+    """Every named model, LLMs first (dense, then mixtures of experts), then DiTs, then the DLRM
+    architectures."""
     return [
         *(_llm(spec) for spec in transformer.PRESETS.values()),
+        *(_moe(spec) for spec in moe.MOE_PRESETS.values()),
         *(_dit(spec) for spec in dit.PRESETS.values()),
         *_dlrm(),
     ]

@@ -123,7 +123,8 @@ def metrics(
         "mfu": achieved / peak,
         "hfu": executed / its / (iteration_s * gpus) / peak,
         "bubble_fraction": split["bubble_s"] / total_s,
-        "exposed_comm_fraction": (split["exposed_tp_cp_s"] + split["exposed_dp_pp_s"]) / total_s,
+        "exposed_comm_fraction": (split["exposed_tp_cp_s"] + split["exposed_dp_pp_s"] + split.get("exposed_ep_s", 0.0))
+        / total_s,
         "peak_memory_per_gpu_bytes": worst.total,
         "memory_per_gpu_bytes": worst.as_dict(),
         "memory_per_stage_bytes": [m.total for m in memory],

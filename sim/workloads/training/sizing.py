@@ -18,12 +18,13 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     forward/backward op; with replay only the first op of each shape runs layer by layer."""
     c = cfg.with_degrees(hw)
     par = c.parallelism
-    tp, cp, pp, dp = par.tp, par.cp, par.pp, par.dp or 1
-    group = tp * cp
-    representative = cfg.simulate.ranks == "representative" or (
-        cfg.simulate.ranks == "auto" and network_model == "analytical"
+    tp, cp, pp, dp, ep = par.tp, par.cp, par.pp, par.dp or 1, par.ep
+    group = tp * cp * ep  # a stage group; with expert parallelism the block of ep replicas' groups
+    representative = ep == 1 and (
+        cfg.simulate.ranks == "representative" or (cfg.simulate.ranks == "auto" and network_model == "analytical")
     )
-    replicas = min(dp, TRAINING_CLASSES + len(hw.stragglers)) if representative else dp
+    blocks = max(1, dp // ep)
+    replicas = min(dp, TRAINING_CLASSES + len(hw.stragglers)) if representative else blocks
     replay = {"on": True, "off": False}.get(
         cfg.simulate.replay, network_model == "analytical" or group <= hw.gpus_per_node
     )
@@ -33,9 +34,14 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     # replay: one layer of each op shape (forward, backward, recompute) per group signature in full
     detailed_layers = 4 * TRAINING_CLASSES if replay else groups * ops * layers_per_op
     tp_steps, cp_steps = 2 * (tp - 1), cp - 1  # ring TP all-reduce, CP all-gather
-    steps_per_layer = COLLECTIVES_PER_LAYER * (tp_steps + cp_steps)
-    kernels = detailed_layers * KERNELS_PER_LAYER
-    collective_flows = detailed_layers * COLLECTIVES_PER_LAYER * (tp_steps * tp * cp + cp_steps * cp * tp)
+    steps_per_layer = COLLECTIVES_PER_LAYER * (tp_steps + cp_steps)  # every subgroup of a block steps together
+    experts = getattr(c.model, "experts", 0)
+    kernels_per_layer = KERNELS_PER_LAYER + (3 * experts // ep + 2 if experts else 0)  # MoE: router, permutes
+    kernels = detailed_layers * kernels_per_layer
+    collective_flows = detailed_layers * COLLECTIVES_PER_LAYER * (tp_steps * tp * cp + cp_steps * cp * tp) * ep
+    if ep > 1:  # dispatch and combine all-to-alls (direct: one step of ep x (ep - 1) flows per tp x cp index)
+        steps_per_layer += 2
+        collective_flows += detailed_layers * 2 * ep * (ep - 1) * tp * cp
     p2p_flows = groups * ops * group if pp > 1 else 0
     dp_flows = (2 if cfg.data_parallel == "fsdp" else 1) * dp * cp * tp * pp
     flows = collective_flows + p2p_flows + dp_flows
