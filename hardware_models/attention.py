@@ -94,6 +94,7 @@ class AttentionCost:
     def as_dict(self) -> dict[str, float | int | str]:
         o = self.occupancy
         return {
+            "flop": self.flop,
             "time_s": self.time_s,
             "compute_s": self.compute_s,
             "kv_read_s": self.memory_s,

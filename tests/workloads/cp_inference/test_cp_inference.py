@@ -311,3 +311,42 @@ def test_bad_configurations_are_one_line_errors():
     assert "workload.ffn_dtype" in _error(gpu="a100-sxm-80gb", nodes=8)
     assert "workload.simulate.ranks" in _error(topology="fat-tree", simulate={"ranks": "representative"})
     assert "requests" in _error(arrivals={"rate_per_s": 1, "count": 2, "prompt_tokens": 10})
+
+
+def test_ring_choice_follows_the_modelled_attention_and_picks_the_faster_ring():
+    """Persistent KV cache, 128K context on 4 hosts, miss rates 1% .. 50%: the paper's criterion
+    (Algorithm 1 + the All2All term) evaluated on the modelled attention kernel (C = the steady step's
+    FLOPs over its modelled time, split-KV and SM fill included) picks pass-Q at low miss rates and
+    pass-KV at high ones, and in each case the ring that the simulation finds faster."""
+    ctx = 131072
+    requests = [{"prompt_tokens": t, "cached_tokens": ctx - t} for t in (1311, 1966, 3277, 13107, 65536)]
+    forced = {ring: metrics(requests, ring=ring)["prefill_s_per_request"] for ring in ("pass-kv", "pass-q")}
+    auto = metrics(requests)
+    rings = auto["ring_algorithm_per_request"]
+    assert rings[0] == "pass-q" and rings[-1] == "pass-kv"
+    assert rings == sorted(rings, key=["pass-q", "pass-kv"].index)  # one crossover in the miss rate
+    for i, (ring, choice, bd) in enumerate(
+        zip(rings, auto["ring_choice_per_request"], auto["prefill_breakdown_s_per_request"])
+    ):
+        kv, q = forced["pass-kv"][i], forced["pass-q"][i]
+        assert ring == ("pass-kv" if kv < q else "pass-q"), (i, kv, q)
+        assert auto["prefill_s_per_request"][i] == pytest.approx(min(kv, q), rel=1e-9)
+        # the decision's inputs are the modelled kernel's (steady pass-KV step: the decision's plan)
+        paper = (
+            choice["miss_rate"] >= choice["miss_rate_threshold"]
+            or math.ceil(requests[i]["prompt_tokens"] / 8) * 8 >= choice["hide_threshold_tokens"]  # padded to 2N
+            or choice["exposed_pass_kv_s"] <= choice["exposed_pass_q_s"]
+        )
+        assert ring == ("pass-kv" if paper else "pass-q")
+        if ring == "pass-kv":
+            kernel = bd["attention_kernel"]
+            assert choice["achieved_attention_flop_per_s"] == pytest.approx(kernel["flop"] / kernel["time_s"])
+    low = auto["prefill_breakdown_s_per_request"][0]["attention_kernel"]
+    assert low["splits"] > 1 and low["sm_fill"] < 1  # few query rows: split over the KV length
+
+
+def test_decode_costs_show_a_kv_read_bound_split_attention():
+    m = metrics([{"prompt_tokens": 1, "cached_tokens": 131071, "decode_tokens": 1}], nodes=1)
+    k = m["decode_costs"]["attention_kernel"]
+    assert k["bound"] == "memory" and k["splits"] > 1 and k["bandwidth_fill"] == 1.0
+    assert m["decode_costs"]["kv_read_hbm_s"] <= m["decode_breakdown_s"]["attention"]
