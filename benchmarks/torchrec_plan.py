@@ -9,7 +9,8 @@ hardware (GPU memory, memory bandwidth, host link as TorchRec's DDR bandwidth, s
 bandwidths, per-GPU share of the host DDR tier), pooling factors as `ParameterConstraints`, and
 runs `EmbeddingShardingPlanner.plan` with the fused rowwise-Adagrad sharder. The result maps per
 table: TorchRec's sharding type to dcsim's scheme (the same names), its ranks, and its compute
-kernel to a placement (`fused` -> hbm, `fused_uvm` -> uvm, `fused_uvm_caching` -> uvm_cache).
+kernel to a placement (`fused` -> hbm, `fused_uvm` -> uvm, `fused_uvm_caching` -> uvm_cache), by
+the one mapping of sim/workloads/embedding/torchrec_interop.py.
 TorchRec reserves 15% of HBM by default (HeuristicalStorageReservation), like dcsim.
 """
 
@@ -28,8 +29,8 @@ from torchrec.modules.embedding_modules import EmbeddingBagCollection
 from sim.engine.simulation import Simulation
 from sim.models.dlrm import expand_tables
 from sim.scenario.model import scenario_from_dict
+from sim.workloads.embedding.torchrec_interop import manual_tables
 
-KERNEL_PLACEMENT = {"fused": "hbm", "dense": "hbm", "fused_uvm": "uvm", "fused_uvm_caching": "uvm_cache"}
 PER_MS = 1e-3  # TorchRec's bandwidths are bytes per millisecond
 
 
@@ -65,7 +66,10 @@ def plan(data: dict, repeats: int = 1) -> tuple[dict, float]:
         )
         for t in tables
     ]
-    constraints = {t.name: ParameterConstraints(pooling_factors=[t.pooling / cfg.dedup]) for t in tables}
+    constraints = {
+        t.name: ParameterConstraints(pooling_factors=[t.pooling / (cfg.dedup if t.dedup is None else t.dedup)])
+        for t in tables
+    }
     module = EmbeddingBagCollection(tables=configs, device=torch.device("meta"))
     sharder = EmbeddingBagCollectionSharder(fused_params={"optimizer": EmbOptimType.EXACT_ROWWISE_ADAGRAD})
     times, result = [], None
@@ -76,15 +80,4 @@ def plan(data: dict, repeats: int = 1) -> tuple[dict, float]:
         start = time.perf_counter()
         result = planner.plan(module, [sharder])
         times.append(time.perf_counter() - start)
-    manual = {}
-    for per_module in result.plan.values():
-        for name, ps in per_module.items():
-            placement = KERNEL_PLACEMENT[ps.compute_kernel]
-            if placement not in cfg.placements:
-                placement = "uvm" if placement == "uvm_cache" and "uvm" in cfg.placements else placement
-            manual[name] = {
-                "scheme": "column_wise" if ps.sharding_type == "table_column_wise" else ps.sharding_type,
-                "ranks": list(ps.ranks) if ps.ranks else None,
-                "placement": placement,
-            }
-    return manual, statistics.median(times)
+    return manual_tables(result, cfg.placements), statistics.median(times)

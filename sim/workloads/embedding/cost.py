@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -229,7 +230,8 @@ class CostModel:
     def dram_hit_rate(self, shard: Shard, tier: str, lo: int, hi: int) -> tuple[float, float]:
         """(hit rate, fills per access) of the host-DRAM cache over the shard's rows (lo, hi] on `tier`:
         the cache policy's steady state (the HBM cache's model) on that region's access law."""
-        region, rows = ZipfRegion(shard.dist, lo, hi), shard.dram_cache_rows.get(tier, 0)
+        region = cast(ZipfRows, ZipfRegion(shard.dist, lo, hi))  # duck-typed: the policies read rows/pmf/cdf/rank_sum
+        rows = shard.dram_cache_rows.get(tier, 0)
         return self.dram_cache.hit_rate(region, rows), self.dram_cache.promotion_rate(region, rows)
 
     def _dram_cached(
@@ -246,6 +248,7 @@ class CostModel:
         (Run-time flows go device <-> tier node: the DRAM fill and the write-back are charged on the
         host link's GPU-to-host direction, idle in the forward, besides the tiers' own bandwidth.)"""
         row, stored, ddr = self.row_bytes(shard), self.stored_row_bytes(shard), self.dram_tier
+        assert ddr is not None  # only shards with dram_cache_rows come here
         hit, promo = self.dram_hit_rate(shard, tier, lo, hi)
         misses = n * (1.0 - hit)
         fills = min(misses, n * promo)
