@@ -7,6 +7,9 @@ Fidelity decisions (`simulate`):
   the flow network, where replicas contend).
 - replay `auto`: on where it is exact - the analytical network, or a flow network where each stage
   group is one host or one GPU (its TP/CP traffic then has its scale-up links to itself).
+- expert parallelism (ep > 1): the ep replicas of a block are simulated together (one driver, their
+  all-to-alls couple them); every block is simulated (no representatives), and on the flow network
+  layers replay only where a block is one whole host.
 
 Time split per simulated driver GPU (training_accounting.driver_breakdown), averaged over the GPUs they
 stand for: kernels, exposed TP/CP communication (blocking, inside ops), exposed DP/p2p communication
