@@ -8,7 +8,7 @@ rows per KV head, as FlashAttention-3 and Flash-Decoding do) pass the KV heads a
 A short query block against a long KV cache makes few blocks: Llama 3 405B on TP8 (one KV head per
 GPU) prefilling 328 new tokens per CP rank has 328 x 16 = 5,248 rows, 41 blocks of 128 rows on an
 H100's 132 SMs. Split-KV (Flash-Decoding; flash-attn's `num_splits_heuristic`, docs/references.md
-#attention-kernels) cuts the KV length into `splits` parts, each its own block, and a combine kernel
+#attention-kernel-occupancy) cuts the KV length into `splits` parts, each its own block, and a combine kernel
 merges the partial outputs through their log-sum-exp:
 
 - blocks = batch x heads x ceil(q_len / tile_q) x splits; `row_fill` = q_len / (tile_q x
@@ -41,7 +41,7 @@ from pydantic import Field
 from hardware_models.spec import Spec
 from hardware_models.units import Seconds
 
-# flash-attn num_splits_heuristic (csrc/flash_attn/flash_api.cpp, v2.x; docs/references.md#attention-kernels)
+# flash-attn num_splits_heuristic (csrc/flash_attn/flash_api.cpp, v2.x; docs/references.md#attention-kernel-occupancy)
 SPLIT_IF_BELOW_SM_FRACTION = 0.8  # no split when the unsplit blocks fill >= 80% of the SMs
 SPLIT_EFFICIENCY_SLACK = 0.85  # smallest split count within 85% of the best wave efficiency
 
