@@ -5,7 +5,8 @@ These are what the simulator predicts from the calibrated primitives (never fitt
 - `transformer_prefill`: `torch_models.Stack` (pre-norm Llama-style layers, SwiGLU FFN) on one
   sequence, batch 1 - the single-process twin of the 2-process ring-attention runs.
 - `dataloader`: a `torch.utils.data.DataLoader` with `workers` worker processes whose dataset spends
-  a known CPU time per sample (a pure-Python loop, timed alone first: `cpu_s_per_sample`), feeding a
+  a known CPU time per sample (a pure-Python loop, timed first in `workers` processes at once, as
+  the workers will run it: `cpu_s_per_sample`; alone: `cpu_s_per_sample_alone`), feeding a
   trainer that takes `step_s` per batch without using the CPU (it sleeps, like a host waiting for
   an accelerator). One case is data-bound, one trainer-bound. Measured: seconds for `batches` batches
   after the first (worker start-up excluded).
@@ -110,15 +111,47 @@ def _pipeline_once(torch, dataset, batch: int, workers: int, batches: int, step_
     return elapsed
 
 
+def _busy_worker_s(iterations: int, seconds: float) -> list[float]:
+    """Per-sample wall times of busy_work, looping for about `seconds` (in a worker process)."""
+    out: list[float] = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds or len(out) < 3:
+        out.append(_timed_call(busy_work, iterations))
+    return out
+
+
+def parallel_sample_s(workers: int, iterations: int, seconds: float = 0.6) -> Timing:
+    """Seconds per sample of busy_work when `workers` processes run it at once, as the DataLoader's
+    workers do: on a quiet machine with a core per worker the same as alone; with other load on the
+    cores, what the workers actually get (a core shared with a CPU-bound process runs each at about
+    half speed). Per worker: its samples' total wall / count; the statistic is over workers."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers) as pool:
+        list(pool.map(_timed_call, [busy_work] * workers, [iterations] * workers))  # start-up, untimed
+        runs = list(pool.map(_busy_worker_s, [iterations] * workers, [seconds] * workers))
+    per_worker = [sum(r) / len(r) for r in runs]
+    q1, q3 = np.percentile([x for r in runs for x in r], [25, 75])
+    return Timing(
+        float(np.mean(per_worker)),
+        float(q3 - q1),
+        sum(len(r) for r in runs),
+        float(min(min(r) for r in runs)),
+    )
+
+
 def measure_dataloader(ctx: Context, workers: int = 2, batch: int = 8) -> list:
     torch = ctx.torch
     iterations = 100_000
-    per_sample = summarize([_timed_call(busy_work, iterations) for _ in range(15)])
-    c = per_sample.median_s
-    supply = workers / c  # samples/s the workers can produce
+    alone = summarize([_timed_call(busy_work, iterations) for _ in range(15)])
     batches, repeats = (12, 2) if ctx.quick else (30, 3)
     out = []
     for regime, demand_factor in (("data-bound", 2.0), ("trainer-bound", 0.5)):
+        # the workers' per-sample time is measured right before each pipeline, with `workers`
+        # processes at once: the pipeline then meets the machine its input figure saw
+        per_sample = parallel_sample_s(workers, iterations)
+        c = per_sample.median_s
+        supply = workers / c  # samples/s the workers can produce
         demand = supply * demand_factor  # samples/s the trainer could consume
         step_s = batch / demand
         dataset = BusyDataset(batch * (batches + 2) * workers, iterations)
@@ -131,6 +164,7 @@ def measure_dataloader(ctx: Context, workers: int = 2, batch: int = 8) -> list:
             "step_s": step_s,
             "cpu_s_per_sample": c,
             "cpu_s_per_sample_spread": per_sample.spread_s,
+            "cpu_s_per_sample_alone": alone.median_s,
             "sample_bytes": 1024,
             "regime": regime,
         }

@@ -24,7 +24,7 @@ import socket
 import tempfile
 import time
 
-import numpy as np
+from validation.timing import core_wait_s, on_core_s, summarize
 
 
 def _free_port() -> int:
@@ -34,24 +34,50 @@ def _free_port() -> int:
 
 
 def _timed(dist, torch, fn, repeats: int, warmup: int, device: str, inner: int = 1) -> dict:
+    """The slower rank's wall time per sample, less the longest run-queue wait of either rank during
+    it (a rank that lost its core delays the other, which waits blocked: validation/timing.py)."""
     for _ in range(warmup):
         fn()
-    samples = []
+    walls, waits = [], []
     for _ in range(repeats):
         dist.barrier()
         if device == "cuda":
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        wait0, start = core_wait_s(), time.perf_counter()
         for _ in range(inner):
             fn()
         if device == "cuda":
             torch.cuda.synchronize()
-        samples.append((time.perf_counter() - start) / inner)
-    t = torch.tensor(samples, dtype=torch.float64)
+        walls.append((time.perf_counter() - start) / inner)
+        wait1 = core_wait_s()
+        waits.append((wait1 - wait0) / inner if wait0 is not None and wait1 is not None else 0.0)
+    t = torch.tensor(walls + waits, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    s = t.tolist()
-    q1, q3 = np.percentile(s, [25, 75])
-    return {"median_s": float(np.median(s)), "spread_s": float(q3 - q1), "repeats": len(s), "min_s": float(min(s))}
+    both = t.tolist()
+    walls, waits = both[:repeats], both[repeats:]
+    timing = summarize([on_core_s(w, q) for w, q in zip(walls, waits)], walls)
+    return {
+        "median_s": timing.median_s,
+        "spread_s": timing.spread_s,
+        "repeats": timing.repeats,
+        "min_s": timing.min_s,
+        "preempted": timing.preempted,
+        "wall_median_s": timing.wall_median_s,
+    }
+
+
+def _timing(row: dict):
+    """A `Timing` from `_timed`'s row (JSON between the processes)."""
+    from validation.timing import Timing
+
+    return Timing(
+        row["median_s"],
+        row["spread_s"],
+        row["repeats"],
+        row["min_s"],
+        preempted=row.get("preempted", 0),
+        wall_median_s=row.get("wall_median_s"),
+    )
 
 
 def _comm(dist, torch, device: str, sizes: list[int], quick: bool) -> list[dict]:
@@ -87,12 +113,12 @@ LOCKSTEP_PREFIX = "x2/"
 def _lockstep_primitives(dist, torch, device: str) -> list[dict]:
     """The quick primitive grids timed on both ranks at once (barrier, slower rank's time)."""
     from validation import primitives
-    from validation.timing import Context, Timing
+    from validation.timing import Context
 
     class Lockstep(Context):
         def time(self, fn, repeats, warmup=2, inner=1):
             t = _timed(dist, torch, fn, repeats, warmup, device.split(":")[0], inner)
-            return Timing(t["median_s"], t["spread_s"], t["repeats"], t["min_s"])
+            return _timing(t)
 
     ctx = Lockstep(torch, device.split(":")[0], torch.get_num_threads(), quick=True)
     records = primitives.measure_gemm(ctx) + primitives.measure_sdpa(ctx) + primitives.measure_copy(ctx)
@@ -105,6 +131,8 @@ def _lockstep_primitives(dist, torch, device: str) -> list[dict]:
             "spread_s": r.spread_s,
             "repeats": r.repeats,
             "min_s": r.min_s,
+            "preempted": r.checks.get("preempted_samples", 0),
+            "wall_median_s": r.checks.get("wall_median_s"),
         }
         for r in records
     ]
@@ -186,8 +214,6 @@ def run_two_process(ctx, comm_sizes: list[int], cp_configs: list[dict]) -> list:
         with open(out_path) as f:
             rows = json.load(f)
     records = []
-    from validation.timing import Timing
-
     for row in rows:
         p = row["params"]
         if row["workload"] == "ring_attention":
@@ -198,7 +224,7 @@ def run_two_process(ctx, comm_sizes: list[int], cp_configs: list[dict]) -> list:
         else:
             name = f"{row['workload']}/{p['bytes']}B"
             family = "primitive"
-        timing = Timing(row["median_s"], row["spread_s"], row["repeats"], row["min_s"])
+        timing = _timing(row)
         records.append(
             ctx.record(name, family, row["workload"], p, timing, processes=2, checks=row.get("checks") or {})
         )

@@ -109,6 +109,7 @@ _PARAM_FIELDS: dict[str, dict] = {  # what the calibration and the predictors re
         "step_s": (Pos, ...),
         "cpu_s_per_sample": (Pos, ...),
         "cpu_s_per_sample_spread": (NonNeg, 0.0),
+        "cpu_s_per_sample_alone": (Pos | None, None),
         "sample_bytes": (Pos, ...),
     },
     "embedding_step": {
