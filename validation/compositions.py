@@ -12,9 +12,11 @@ These are what the simulator predicts from the calibrated primitives (never fitt
   after the first (worker start-up excluded).
 - `embedding_step`: a DLRM-like model (embedding_bag tables, bottom MLP, dot interaction, top MLP),
   one training iteration: forward, BCE loss, backward, SGD. The embedding backward and its SGD update
-  are fused as in FBGEMM's table-batched embeddings (what dcsim's embedding model describes): each
-  looked-up row gets -lr x its bag's pooled gradient by one `scatter_add_`, instead of torch's generic
-  sparse-gradient path (a sparse COO gradient, coalesce, then a sparse add).
+  run as eager torch can without a fused kernel: every lookup's gradient row is materialised
+  (`repeat_interleave` of its bag's pooled gradient x -lr) and added to its row by one
+  `scatter_add_` (a row looked up twice is updated twice), instead of torch's generic sparse-gradient
+  path (a sparse COO gradient, coalesce, then a sparse add). dcsim predicts it with
+  `embedding_backward: unfused`; FBGEMM's fused update of the distinct rows is the default.
 """
 
 from __future__ import annotations

@@ -230,6 +230,7 @@ class Predictor:
             "placements": ["hbm"],
             "sharding": {"planner": "size_greedy"},
             "index_dtype": "int64",
+            "embedding_backward": "unfused",  # the reference's update: per-lookup rows, scatter_add
             "iterations": 5,
         }
         result = self.run_scenario(f"validate-{r.name}", workload, devices=1)

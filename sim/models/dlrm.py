@@ -164,6 +164,21 @@ Interaction = Literal["dot", "dcn", "wukong", "dhen"] | FlopInteraction
 _INTERACTION_DEFAULTS = {"dot": (1, 0), "dcn": (3, 512), "wukong": (8, 32), "dhen": (2, 256)}
 
 Gemm = tuple[str, float, float, float, float]  # (name, m, n, k, batch)
+Pass = tuple[str, float]  # (name, bytes moved) of a memory-bound kernel
+
+
+@dataclass(frozen=True)
+class DensePasses:
+    """`DenseConfig.pointwise_passes` grouped as the iteration runs them: with the bottom MLP forward,
+    with the interaction and top MLP forward and backward, with the bottom MLP backward."""
+
+    bottom_fwd: list[Pass]
+    top: list[Pass]
+    bottom_bwd: list[Pass]
+
+    @staticmethod
+    def time_s(device, passes: list[Pass]) -> float:
+        return float(sum(device.memory_time_s(nbytes) for _, nbytes in passes))
 
 
 class DenseConfig(StrictModel):
@@ -274,6 +289,60 @@ class DenseConfig(StrictModel):
     def bottom_count(self) -> int:
         """How many of `dense_gemms` belong to the bottom MLP (they do not need embeddings)."""
         return len(self.bottom_mlp) - 1
+
+    def pointwise_passes(self, batch: float, table_dims: list[int]) -> DensePasses:
+        """The memory-bound kernels eager PyTorch runs around the dense GEMMs, as (name, bytes moved).
+
+        Per MLP layer of width n (batch B, element size e): the bias broadcast into the output that
+        `addmm` accumulates onto (written, then read: 2 B n e); ReLU after every layer but an MLP's
+        last (read + write: 2 B n e); backward: ReLU's mask applied to the gradient (read gradient
+        and output, write: 3 B n e) and the bias gradient (a batch reduction: B n e). Interaction:
+        its inputs stacked (2 B f d e), for `dot` the upper triangle gathered (2 B p e, p pairs) and
+        concatenated with the bottom output (2 B (d + p) e); backward: the triangle's gradient
+        scattered into zeros (B f^2 e + 2 B p e), the two batched-GEMM input gradients summed
+        (3 B f d e) and split back per input (2 B f d e). The loss and its gradient (2 B e each).
+        The optimizer (SGD): each parameter tensor read with its fp32 gradient and written
+        (3 x 4 bytes per parameter), one kernel per tensor, charged with the bottom backward.
+        Each pass is a kernel: the device's memory roofline plus its launch overhead."""
+        e = DTYPE_BYTES[self.dtype]
+        f = len(table_dims) + 1
+        d = self.embedding_dim
+        bottom_fwd: list[Pass] = []
+        bottom_bwd: list[Pass] = []
+        top: list[Pass] = []
+        top_bwd: list[Pass] = []
+        params: list[tuple[str, float]] = []
+
+        def mlp(prefix: str, widths: list[int], k0: int, fwd: list[Pass], bwd: list[Pass]) -> None:
+            k = k0
+            for i, n in enumerate(widths):
+                last = i == len(widths) - 1
+                fwd.append((f"{prefix}{i}.bias", 2 * batch * n * e))
+                if not last:
+                    fwd.append((f"{prefix}{i}.relu", 2 * batch * n * e))
+                    bwd.append((f"{prefix}{i}.relu_grad", 3 * batch * n * e))
+                bwd.append((f"{prefix}{i}.bias_grad", batch * n * e))
+                params.extend([(f"{prefix}{i}.weight", k * n), (f"{prefix}{i}.bias", n)])
+                k = n
+
+        mlp("bottom", self.bottom_mlp[1:], self.bottom_mlp[0], bottom_fwd, bottom_bwd)
+        _, width, inter_params = self.interaction_gemms(batch, f, d + int(sum(table_dims)))
+        top.append(("interaction.stack", 2 * batch * f * d * e))
+        top_bwd.append(("interaction.stack_grad", 2 * batch * f * d * e))
+        if self.interaction == "dot":
+            pairs = f * (f - 1) // 2
+            top.append(("interaction.triu", 2 * batch * pairs * e))
+            top.append(("interaction.cat", 2 * batch * (d + pairs) * e))
+            top_bwd += [
+                ("interaction.triu_grad", batch * f * f * e + 2 * batch * pairs * e),
+                ("interaction.bmm_grad_sum", 3 * batch * f * d * e),
+            ]
+        if inter_params:
+            params.append(("interaction.weight", inter_params))
+        mlp("top", list(self.top_mlp), width, top, top_bwd)
+        loss = [("loss", 2 * batch * e), ("loss_grad", 2 * batch * e)]
+        optimizer = [(f"sgd.{name}", 3 * 4.0 * count) for name, count in params]
+        return DensePasses(bottom_fwd, top + loss + list(reversed(top_bwd)), list(reversed(bottom_bwd)) + optimizer)
 
 
 def backward_gemms(gemms: list[Gemm]) -> list[Gemm]:

@@ -308,12 +308,13 @@ def test_compare_stored_full_records_prints_the_contract_json(tmp_path):
 
 def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     """The full harness ran on an H100 (validation/records/nvidia-h100-80gb-hbm3-full.json, torch
-    2.11 + CUDA 13, 2026-11-22). Recalibrated here from its primitives, the simulator predicted the
+    2.11 + CUDA 13, 2026-11-22). Recalibrated here from its primitives, the simulator predicts the
     bf16 Llama-width transformer prefills within 6.5 % (the 1024-wide, 2 ms one +23 %: launch-bound
-    layers) and the DataLoader within 13 %. The embedding step is under-predicted by ~65 %: the torch
-    reference updates rows with an unfused backward (per-lookup gradient rows materialised, then a
-    scatter-add reading an int64 index per element), about 3x the traffic of the fused update
-    (FBGEMM TBE) that dcsim models. Bounds: those figures with a few points of margin."""
+    layers), the DataLoader within 13 % and the embedding step at -29 / -33 %: the reference's
+    unfused update (`embedding_backward: unfused`) and eager torch's memory-bound passes around the
+    dense GEMMs (`DenseConfig.pointwise_passes`) are modelled; what is left is torch's per-op
+    overhead beyond one kernel launch (autograd, the interaction's small ops). Bounds: those
+    figures with a few points of margin."""
     from validation.harness import validate
 
     path = STORED / "nvidia-h100-80gb-hbm3-full.json"
@@ -323,19 +324,20 @@ def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     assert len(prefill) == 4 and sorted(abs(c.rel_error) for c in prefill)[2] < 0.10
     assert all(abs(c.rel_error) < 0.30 for c in prefill)
     assert all(abs(c.rel_error) < 0.16 for n, c in cases.items() if n.startswith("dataloader"))
-    assert all(-0.80 < c.rel_error < -0.50 for n, c in cases.items() if n.startswith("embedding_step"))
+    assert all(abs(c.rel_error) < 0.37 for n, c in cases.items() if n.startswith("embedding_step"))
     prim = report.by_family(result.cases)["primitive"]
     assert prim["median_rel_error"] < 0.08, prim
 
 
 def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
-    """The full harness on the development VM's CPU (1 thread per process, quiet: wall/CPU 1.00;
-    validation/records/intel-xeon-processor-1t-full.json). fp32 transformer prefill: -13 to -24 %
-    (eager torch runs RMSNorm and SwiGLU as separate element-wise passes, about twice the traffic of
-    the fused kernels dcsim charges; repeated runs of the same prefill vary by 7 %); ring attention on
-    2 processes, predicted on the lock-step ('-x2') profile: -20 to -36 % (gloo's transfers take the
-    cores the ranks compute on); DataLoader -9 / -15 %; embedding step -57 / -67 % (unfused
-    backward, as on the H100, and a 480 MB last-level cache that no gather efficiency represents)."""
+    """The full harness on an earlier development VM's CPU (1 thread per process, quiet: wall/CPU
+    1.00; validation/records/intel-xeon-processor-1t-full.json). fp32 transformer prefill: -13 to
+    -24 % (eager torch runs RMSNorm and SwiGLU as separate element-wise passes, about twice the
+    traffic of the fused kernels dcsim charges; repeated runs of the same prefill vary by 7 %); ring
+    attention on 2 processes, predicted on the lock-step ('-x2') profile: -20 to -36 % (gloo's
+    transfers take the cores the ranks compute on); DataLoader -9 / -15 %; embedding step -28 / -36 %
+    (the unfused update and the dense passes modelled; a 480 MB last-level cache that no gather
+    efficiency represents, and torch's per-op overhead, are not)."""
     from validation.harness import validate
 
     result = validate(compare=STORED / "intel-xeon-processor-1t-full.json", out_dir=tmp_path, log=lambda msg: None)
@@ -347,8 +349,8 @@ def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
     assert all(abs(e) < 0.30 for e in by_kind["transformer_prefill"])
     assert all(abs(e) < 0.42 for e in by_kind["ring_attention"])
     assert all(abs(e) < 0.20 for e in by_kind["dataloader"])
-    assert all(-0.80 < e < -0.45 for e in by_kind["embedding_step"])
-    assert report.by_family(result.cases)["composition"]["median_rel_error"] < 0.28
+    assert all(abs(e) < 0.40 for e in by_kind["embedding_step"])
+    assert report.by_family(result.cases)["composition"]["median_rel_error"] < 0.25
 
 
 def test_compare_with_a_broken_records_file_is_a_one_line_error(tmp_path):
@@ -404,27 +406,16 @@ def test_ring_attention_across_two_processes_equals_single_process_attention(qui
         assert r.checks["max_abs_error_vs_single_process"] < 1e-4
 
 
-@pytest.mark.slow  # timing bounds depend on a quiet machine: run with `pytest -m slow` there, not in CI
-def test_quick_harness_error_bounds_on_this_cpu(quick_cpu):
-    # What was measured (development VM, 2 vCPUs shared with other sessions; a quiet core runs a
-    # 1024^3 fp32 GEMM in 13.4 ms = 96 % of nominal peak): quick runs were only possible while
-    # neighbours loaded the host (GEMM 25-48 ms). There, compositions had median 45-65 % and max
-    # 65-88 % error, all under-predicted because the load changed between the primitive phase and
-    # the composition phase; the least disturbed run (load 2.7) had transformer prefill +0.2 %,
-    # trainer-bound DataLoader -16 %. On a quiet core the timing-driven errors vanish and what stays
-    # is the model's: the embedding step's row updates run at torch's scattered-access speed, well
-    # below the streaming bandwidth the model charges (about -50 %, the expected maximum). The bounds
-    # below are set from that, loose enough for a CI machine's residual noise, and are checked only
-    # when the machine was not shared (`busy` is False).
-    if quick_cpu.busy:
-        pytest.skip(
-            f"the cores were shared (fp32 GEMM at {100 * quick_cpu.gemm_peak_fraction:.0f}% of nominal "
-            "peak, quiet: ~96%): wall times inflated, bounds not meaningful"
-        )
+@pytest.mark.slow  # a timing figure: measured by benchmarks/validation_quick.py, checked here only with -m slow
+def test_quick_harness_meets_issue_23_targets_on_this_cpu(quick_cpu):
+    # Issue 23's targets for the quick harness on a 2-core machine, quiet or beside a CPU-bound
+    # process (timings are on-core times, validation/timing.py): compositions median <= 15 % and
+    # worst <= 35 %, primitives median <= 10 %. Medians over runs are quoted in the issue's note
+    # (`python benchmarks/validation_quick.py [--background 1]`); one run here may miss by noise.
     comp, prim = _family(quick_cpu, "composition"), _family(quick_cpu, "primitive")
-    assert comp["median_rel_error"] < 0.35, comp
-    assert comp["max_rel_error"] < 0.90, comp
-    assert prim["median_rel_error"] < 0.35, prim
+    assert comp["median_rel_error"] <= 0.15, comp
+    assert comp["max_rel_error"] <= 0.35, comp
+    assert prim["median_rel_error"] <= 0.10, prim
 
 
 def test_cuda_quick_harness_when_a_gpu_exists(tmp_path):

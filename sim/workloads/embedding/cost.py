@@ -197,6 +197,9 @@ class CostModel:
         pooled_out = self._pooled_rows(shard) * shard.dim * shard.table.element_bytes
         fwd_extra = lookups * self.index_bytes + pooled_out
         bwd_extra = pooled_out + 2 * lookups * self.index_bytes
+        unfused = self.cfg.embedding_backward == "unfused"
+        if unfused:  # every lookup's gradient row written out, then read by the update
+            bwd_extra += 2 * lookups * shard.dim * shard.table.element_bytes
         if shard.scheme == "data_parallel":  # dense fp32 gradient of the replica, then a dense update
             bwd_extra += shard.rows * shard.dim * 4.0 + 2 * shard.rows * stored
         fwd: list[Access] = []
@@ -213,18 +216,18 @@ class CostModel:
             ]
             if misses > fills:  # misses the policy does not promote are read in place (UVM)
                 fwd.append(Access(tier, misses - fills, row))
-            distinct = shard.dist.expected_distinct(lookups)
-            bwd += [Access("hbm", distinct, stored), Access("hbm", distinct, stored, write=True)]
+            updated = lookups if unfused else shard.dist.expected_distinct(lookups)
+            bwd += [Access("hbm", updated, stored), Access("hbm", updated, stored, write=True)]
             return Traffic(fwd, bwd, fwd_extra, bwd_extra)
         shares = self.region_shares(shard)
         counts = region_lookups if region_lookups is not None else [lookups * s for _, s in shares]
         for (tier, lo, hi), n in zip(self.regions(shard), counts):
-            distinct = shard.dist.expected_distinct(lookups, lo, hi)
+            updated = n if unfused else shard.dist.expected_distinct(lookups, lo, hi)  # rows read-modify-written
             if shard.dram_cache_rows.get(tier, 0) > 0:
-                self._dram_cached(shard, tier, lo, hi, n, lookups, distinct, fwd, bwd)
+                self._dram_cached(shard, tier, lo, hi, n, lookups, updated, fwd, bwd)
                 continue
             fwd.append(Access(tier, n, row))
-            bwd += [Access(tier, distinct, stored), Access(tier, distinct, stored, write=True)]
+            bwd += [Access(tier, updated, stored), Access(tier, updated, stored, write=True)]
         return Traffic(fwd, bwd, fwd_extra, bwd_extra)
 
     def dram_hit_rate(self, shard: Shard, tier: str, lo: int, hi: int) -> tuple[float, float]:

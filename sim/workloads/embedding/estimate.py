@@ -34,6 +34,24 @@ def _gemm_s(gpu, gemms, dtype) -> float:
     return float(sum(gpu.gemm_time_s(m, n, k, dtype, b) for _, m, n, k, b in gemms))
 
 
+def dense_times_s(gpu, config, tables) -> tuple[float, float, float]:
+    """(bottom MLP forward, interaction + top MLP forward and backward + loss, bottom MLP backward +
+    dense optimizer) seconds on one device: the GEMMs and the memory-bound passes around them
+    (`DenseConfig.pointwise_passes`), each a kernel as the simulation runs them."""
+    from sim.models.dlrm import DensePasses, backward_gemms
+
+    dims = [t.dim for t in tables]
+    gemms = config.dense.dense_gemms(config.batch_size_per_gpu, dims)
+    bottom, top = dense_split(config.dense, gemms)
+    passes = config.dense.pointwise_passes(config.batch_size_per_gpu, dims)
+    dt = config.dense.dtype
+    return (
+        _gemm_s(gpu, bottom, dt) + DensePasses.time_s(gpu, passes.bottom_fwd),
+        _gemm_s(gpu, top + backward_gemms(top), dt) + DensePasses.time_s(gpu, passes.top),
+        _gemm_s(gpu, backward_gemms(bottom), dt) + DensePasses.time_s(gpu, passes.bottom_bwd),
+    )
+
+
 def allreduce_bytes(plan: Plan, config, tables) -> tuple[float, float]:
     """(top bucket, bottom bucket) gradient bytes: dense parameters and data-parallel tables."""
     dense = config.dense
@@ -45,8 +63,6 @@ def allreduce_bytes(plan: Plan, config, tables) -> tuple[float, float]:
 
 
 def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
-    from sim.models.dlrm import backward_gemms
-
     gpu, w, gpn = model.hw.gpu, model.num_gpus, model.gpus_per_node
     fwd: dict[int, list] = defaultdict(list)
     bwd: dict[int, list] = defaultdict(list)
@@ -66,11 +82,7 @@ def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
         k: a2a_estimate_s(network, a2a_flows(m, nodes, gpn, config.all_to_all))
         for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
     }
-    gemms = config.dense.dense_gemms(config.batch_size_per_gpu, [t.dim for t in tables])
-    bottom, top = dense_split(config.dense, gemms)
-    dt = config.dense.dtype
-    bottom_fwd, bottom_bwd = _gemm_s(gpu, bottom, dt), _gemm_s(gpu, backward_gemms(bottom), dt)
-    top_s = _gemm_s(gpu, top + backward_gemms(top), dt)
+    bottom_fwd, top_s, bottom_bwd = dense_times_s(gpu, config, tables)
     ar_top, ar_bottom = allreduce_bytes(plan, config, tables)
     ar_s = 0.0
     if w > 1:

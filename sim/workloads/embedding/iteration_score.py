@@ -38,9 +38,8 @@ class IterationScore:
     """The estimate of one iteration as a function of per-rank sums (see the module docstring)."""
 
     def __init__(self, model: CostModel, network, config, tables, dp_shards: list[Shard]) -> None:
-        from sim.models.dlrm import backward_gemms
         from sim.network.collectives import choose, estimate_s
-        from sim.workloads.embedding.estimate import dense_split
+        from sim.workloads.embedding.estimate import dense_times_s
 
         self.model, self.w, self.gpn = model, model.num_gpus, model.gpus_per_node
         self.hosts = self.w // self.gpn
@@ -52,15 +51,7 @@ class IterationScore:
         self.stream_bw = gpu.memory_bandwidth * gpu.efficiency.memory
         self.gather_bw = gpu.memory_bandwidth * (gpu.efficiency.gather or gpu.efficiency.memory)
         self.launch = gpu.launch_overhead
-        gemms = config.dense.dense_gemms(config.batch_size_per_gpu, [t.dim for t in tables])
-        bottom, top = dense_split(config.dense, gemms)
-        dt = config.dense.dtype
-
-        def gemm_s(gs) -> float:
-            return float(sum(gpu.gemm_time_s(m, n, k, dt, b) for _, m, n, k, b in gs))
-
-        self.bottom_fwd, self.bottom_bwd = gemm_s(bottom), gemm_s(backward_gemms(bottom))
-        self.top = gemm_s(top + backward_gemms(top))
+        self.bottom_fwd, self.top, self.bottom_bwd = dense_times_s(gpu, config, tables)
         self.allreduce = 0.0
         nodes = network.topology.devices
         dense = config.dense

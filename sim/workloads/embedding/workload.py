@@ -128,6 +128,12 @@ class Config(WorkloadBase):
     )
     dedup_pooled: bool = Field(True, description="RecD: exchange deduplicated pooled embeddings")
     index_dtype: Literal["int32", "int64"] = "int64"
+    embedding_backward: Literal["fused", "unfused"] = Field(
+        "fused",
+        description="fused: one kernel updates each distinct row touched (FBGEMM's table-batched "
+        "embeddings, as TorchRec runs); unfused: eager autograd materialises every lookup's gradient "
+        "row and updates rows once per lookup (read-modify-write, a row looked up twice is updated twice)",
+    )
     pooled_dtype: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32", description="all-to-all dtype (TorchRec default fp32)"
     )
@@ -343,6 +349,7 @@ def simulate(sim, cluster, config: Config):
     dims = [t.dim for t in tables]
     gemms = config.dense.dense_gemms(config.batch_size_per_gpu, dims)
     bottom, top = dense_split(config.dense, gemms)
+    passes = config.dense.pointwise_passes(config.batch_size_per_gpu, dims)
     est = estimate(plan, model, cluster.network, config, tables)
     index_m, pooled_m = comm_matrices(plan.shards, model)
     nodes = [d.node for d in cluster.devices]
@@ -377,6 +384,7 @@ def simulate(sim, cluster, config: Config):
                     per_rank[r],
                     bottom,
                     top,
+                    passes,
                     config.dense.dtype,
                     index_in[r],
                     pooled_in[r],
@@ -455,6 +463,7 @@ def _rank(
     traffic,
     bottom,
     top,
+    passes,
     dtype,
     index_in,
     pooled_in,
@@ -469,6 +478,8 @@ def _rank(
     marks = [sim.now]
     for name, m, n, k, b in bottom:
         dev.gemm(name, m, n, k, dtype, b)
+    for name, nbytes in passes.bottom_fwd:
+        dev.memory_kernel(name, nbytes)
     yield index_in
     marks.append(sim.now)
     emb = yield memory.kernel(dev, "embedding_fwd", fwd_acc, category="embedding", extra_hbm_bytes=fwd_extra)
@@ -476,10 +487,16 @@ def _rank(
     marks.append(sim.now)
     yield pooled_in
     marks.append(sim.now)
-    yield sim.all_of([dev.gemm(name, m, n, k, dtype, b) for name, m, n, k, b in top + backward_gemms(top)])
+    yield sim.all_of(
+        [dev.gemm(name, m, n, k, dtype, b) for name, m, n, k, b in top + backward_gemms(top)]
+        + [dev.memory_kernel(name, nbytes) for name, nbytes in passes.top]
+    )
     top_done.succeed()
     marks.append(sim.now)
-    bottom_bwd = sim.all_of([dev.gemm(name, m, n, k, dtype, b) for name, m, n, k, b in backward_gemms(bottom)])
+    bottom_bwd = sim.all_of(
+        [dev.gemm(name, m, n, k, dtype, b) for name, m, n, k, b in backward_gemms(bottom)]
+        + [dev.memory_kernel(name, nbytes) for name, nbytes in passes.bottom_bwd]
+    )
     bottom_bwd.callbacks.append(lambda _e: bottom_done.succeed())
     yield grad_in
     marks.append(sim.now)
