@@ -5,10 +5,11 @@ and on CSV tables.
 
 - the trace's GEMMs become cases priced by the device model with their recorded shapes, its
   ProfilerSteps cases predicted by trace_replay, and every other operation is listed as unmatched;
-- a measured CPU step replayed on the calibrated CPU profile (validation/profiles/) reproduces its
-  measured step time within 15 % - on a machine as fast as the one the profile was calibrated on:
-  a GEMM probe (a shape the trace does not hold) timed beside the trace says whether other load
-  slows this core; then the test is skipped, saying so, as a busy core's times are not the profile's;
+- a measured CPU step replayed on this CPU's profile - calibrated here, as `dcsim validate` does,
+  from GEMM and copy primitives measured in the test (the calibration set; the trace's step is the
+  prediction) - reproduces its measured step time within 15 %. A GEMM probe (a shape neither the
+  trace nor the primitives hold) timed beside the trace says whether other load slowed this core
+  between calibration and trace; then the test is skipped, saying so;
 - the 2-rank gloo trace replays its all-reduces through the network (2 per step and rank, one per
   parameter tensor) and the collectives are cases with network predictions;
 - nccl-tests: every table row is a case of the named collective on the ranks the header lists;
@@ -51,10 +52,10 @@ def measured_json(capsys, path, *extra, out=None) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def cpu_hardware(devices: int = 1) -> dict:
+def cpu_hardware(devices: int = 1, profile: Path = PROFILE) -> dict:
     return {
-        "gpu": str(PROFILE),
-        "host_cpu": str(PROFILE),
+        "gpu": str(profile),
+        "host_cpu": str(profile),
         "nic": str(LINK),
         "gpus_per_node": 1,
         "nodes": devices,
@@ -62,9 +63,24 @@ def cpu_hardware(devices: int = 1) -> dict:
     }
 
 
-def replay(trace, devices: int = 1, **workload):
+def replay(trace, devices: int = 1, profile: Path = PROFILE, **workload):
     data = {"kind": "trace_replay", "trace": trace, **workload}
-    return run(scenario_from_dict({"name": "replay", "hardware": cpu_hardware(devices), "workload": data}), limits=None)
+    hardware = cpu_hardware(devices, profile)
+    return run(scenario_from_dict({"name": "replay", "hardware": hardware, "workload": data}), limits=None)
+
+
+@pytest.fixture(scope="module")
+def this_cpu(tmp_path_factory) -> Path:
+    """This CPU's device profile, calibrated from the quick GEMM and copy primitives."""
+    from validation import primitives
+    from validation.calibrate import calibrate, nominal_cpu
+    from validation.timing import Context
+
+    ctx = Context.create("cpu", threads=1, quick=True)
+    records = primitives.measure_gemm(ctx) + primitives.measure_copy(ctx)
+    cal = calibrate(records, nominal_cpu(1), "this-cpu-1t", tmp_path_factory.mktemp("profile"))
+    assert cal.device_path is not None
+    return Path(cal.device_path)
 
 
 @pytest.fixture(scope="module")
@@ -107,11 +123,11 @@ def test_trace_ops_become_cases_and_the_rest_is_listed_unmatched(mlp, capsys, tm
     assert (tmp_path / "scatter.png").stat().st_size > 0 and (tmp_path / "measured.json").is_file()
 
 
-def test_a_replayed_cpu_trace_reproduces_its_measured_step_within_15_percent(mlp):
-    spec = catalog.device(str(PROFILE))
+def test_a_replayed_cpu_trace_reproduces_its_measured_step_within_15_percent(mlp, this_cpu):
+    spec = catalog.device(str(this_cpu))
     speed = statistics.median(spec.gemm_time_s(*PROBE, "fp32") / probe for _, probe in mlp)
     errors = [
-        replay(str(path), retime={"gemm": "model", "elementwise": "measured"}).metrics["replay_error"]
+        replay(str(path), profile=this_cpu, retime={"gemm": "model", "elementwise": "measured"}).metrics["replay_error"]
         for path, _ in mlp
     ]
     error = statistics.median(errors)
