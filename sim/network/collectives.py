@@ -282,22 +282,47 @@ def step_costs(network: Network, steps: Sequence[Sequence[Flow]]) -> nccl.StepCo
     """Uncontended costs of a schedule's steps (each distinct step costed once): the bandwidth time
     of the step's most loaded link, whether it crosses hosts, its slowest path latency; and the
     total seconds of the link that carries most over the whole schedule."""
-    topo = network.topology
     per_step: dict[int, tuple[float, bool, float, np.ndarray | None]] = {}
-    link_s = np.zeros(topo.num_links)
+    count: dict[int, int] = {}
     bandwidth, inter, latency = [], [], []
     for step in steps:
         known = per_step.get(id(step))
         if known is None:
             known = _one_step_costs(network, step)
             per_step[id(step)] = known
-        bw, crosses, lat, loads = known
+        count[id(step)] = count.get(id(step), 0) + 1
+        bw, crosses, lat, _ = known
         bandwidth.append(bw)
         inter.append(crosses)
         latency.append(lat)
+    busiest = _busiest_link_s(steps, per_step, count, network.topology.num_links)
+    return nccl.StepCosts(tuple(bandwidth), tuple(inter), tuple(latency), busiest)
+
+
+_CANDIDATE_REL = 1e-6  # links within this of the largest estimated total are summed exactly
+
+
+def _busiest_link_s(steps: Sequence[Sequence[Flow]], per_step: dict, count: dict[int, int], num_links: int) -> float:
+    """The largest total over links of the steps' link seconds, as the sum of every step's loads in
+    schedule order gives it (the same floats). Summing a full link vector per step costs steps x
+    links (a 16K-rank ring: 32K x 100K+); instead each distinct step's loads times its count
+    estimate the totals (within ~steps x 1e-16 relative of the ordered sum), and only the links
+    within `_CANDIDATE_REL` of the largest estimate are summed step by step."""
+    estimate = np.zeros(num_links)
+    for key, (_, _, _, loads) in per_step.items():
         if loads is not None:
-            link_s += loads
-    return nccl.StepCosts(tuple(bandwidth), tuple(inter), tuple(latency), float(link_s.max(initial=0.0)))
+            estimate += count[key] * loads
+    top = float(estimate.max(initial=0.0))
+    if top <= 0.0:
+        return 0.0
+    candidates = np.flatnonzero(estimate >= top * (1 - _CANDIDATE_REL))
+    part = {key: loads[candidates] for key, (_, _, _, loads) in per_step.items() if loads is not None}
+    total = np.zeros(len(candidates))
+    for step in steps:
+        loads = part.get(id(step))
+        if loads is not None:
+            total += loads
+    return float(total.max())
 
 
 def _one_step_costs(network: Network, step: Sequence[Flow]) -> tuple[float, bool, float, np.ndarray | None]:
@@ -326,6 +351,13 @@ def _one_step_costs(network: Network, step: Sequence[Flow]) -> tuple[float, bool
         latency = float(batch.latency.max()) if len(batch.latency) else 0.0
     loads = np.bincount(flat_a, weights_a, minlength=topo.num_links) / topo.capacity
     return float(loads.max(initial=0.0)), crosses, latency, loads
+
+
+def largest_flow_bytes(steps: Sequence[Sequence[Flow]]) -> float:
+    """The most bytes of one flow over a schedule's steps (a repeated `Step` looked at once: a 16K-rank
+    ring all-reduce repeats one step of 32K flows 32K times)."""
+    distinct = {id(step): step for step in steps}.values()
+    return max((b for step in distinct for _, _, b in step), default=0.0)
 
 
 def nccl_schedule(
@@ -360,7 +392,7 @@ def plan(
                 raise
             continue
         costs = step_costs(network, steps)
-        largest = max((b for step in steps for _, _, b in step), default=0.0)
+        largest = largest_flow_bytes(steps)
         bus_bytes = nbytes * bus_factor(op, len(group))
         for proto in protocols:
             p = nccl.plan_for(op, algo, proto, costs, len(group), nodes, bus_bytes, largest, pipelined)

@@ -3,6 +3,7 @@ pipelined slices, protocols and their latency accounting, the tuner's choice by 
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from sim.network import nccl
@@ -173,3 +174,41 @@ def test_explicit_algorithm_and_protocol_and_bad_protocol():
     assert algo == "ring" and t > 0
     with pytest.raises(ValueError, match="protocol"):
         plan(c.network, "all_reduce", "ring", "LL64", c.nodes(range(8)), 8)
+
+
+def _naive_costs(network, steps):
+    """`step_costs` the straightforward way: every step costed and its link loads added in order."""
+    from sim.network.collectives import _one_step_costs
+
+    link_s = np.zeros(network.topology.num_links)
+    for step in steps:
+        _, _, _, loads = _one_step_costs(network, step)
+        if loads is not None:
+            link_s += loads
+    return float(link_s.max(initial=0.0)), max((b for step in steps for _, _, b in step), default=0.0)
+
+
+@pytest.mark.parametrize(
+    "op, algorithm, hardware",
+    [
+        ("all_reduce", "ring", {"nodes": 4, "gpus_per_node": 4}),
+        ("all_reduce", "ring", {"nodes": 3, "gpus_per_node": 2, "topology": {"kind": "fat-tree"}}),
+        ("all_reduce", "tree", {"nodes": 4, "gpus_per_node": 2}),
+        ("all_reduce", "hierarchical", {"nodes": 2, "gpus_per_node": 4}),
+        ("reduce_scatter", "hierarchical", {"nodes": 3, "gpus_per_node": 2}),
+        ("all_gather", "ring", {"nodes": 5, "gpus_per_node": 1}),
+        ("all_to_all", "direct", {"nodes": 2, "gpus_per_node": 2}),
+    ],
+)
+def test_step_costs_shortcuts_give_the_ordered_sums(op, algorithm, hardware):
+    """`step_costs` sums only the candidate links step by step and `largest_flow_bytes` looks at each
+    distinct step once: the same floats as adding every step's link loads in order and scanning
+    every step's flows."""
+    from sim.network.collectives import largest_flow_bytes, nccl_schedule, step_costs
+
+    c = make_cluster(**hardware)
+    group = c.nodes(range(c.num_gpus))
+    steps = nccl_schedule(op, algorithm, group, 3.7e6, c.topology.host_of)
+    busiest, largest = _naive_costs(c.network, steps)
+    assert step_costs(c.network, steps).busiest_link_s == busiest  # exact, not approx
+    assert largest_flow_bytes(steps) == largest
