@@ -106,10 +106,14 @@ class BundleClocks:
                 slots.append(slot)
         return slots
 
-    def member_slots(self, bundles: np.ndarray, valid) -> tuple[np.ndarray, np.ndarray]:
-        """(slots, keys) of the live members of these clocks."""
-        entries = [entry for b in bundles.tolist() for entry in self.heaps.get(b, ()) if valid(*entry)]
-        return np.array([s for _, s in entries], dtype=np.int64), np.array([k for k, _ in entries], dtype=float)
+    def member_slots(self, bundles: np.ndarray, valid_all) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, keys) of the live members of these clocks, in heap order; `valid_all(keys, slots)`
+        tells the live heap entries at once (an array of `valid`)."""
+        entries = [entry for b in bundles.tolist() for entry in self.heaps.get(b, ())]
+        keys = np.array([k for k, _ in entries], dtype=float)
+        slots = np.array([s for _, s in entries], dtype=np.int64)
+        live = valid_all(keys, slots)
+        return slots[live], keys[live]
 
     def region_pairs(self, in_region: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bundle, link, weight) of the pairs of the clocks marked in `in_region` (per bundle id)."""

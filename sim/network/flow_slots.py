@@ -220,6 +220,11 @@ class FlowSlots:
         a = self._slots.arrays
         return bool(a["alive"][slot] and a["clocked"][slot] and a["key"][slot] == key)
 
+    def _are_members(self, keys: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """`_is_member` of many heap entries at once."""
+        a = self._slots.arrays
+        return a["alive"][slots] & a["clocked"][slots] & (a["key"][slots] == keys)
+
     def _edge(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position in `slots`, link, weight) of the edge entries of `slots`."""
         lengths = self.length[slots]

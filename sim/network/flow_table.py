@@ -279,7 +279,7 @@ class FlowTable(FlowSlots):
     def _unclock(self, clocks: np.ndarray, now: float) -> np.ndarray:
         """Turn these clocks' members back into per-flow rows (bytes left and rate as of `now`);
         returns their slots."""
-        slots, keys = self.clocks.member_slots(clocks, self._is_member)
+        slots, keys = self.clocks.member_slots(clocks, self._are_members)
         if len(slots):
             bundle = self.bundle[slots]
             left, rate = self.clocks.left(bundle, keys, now), self.clocks.rate[bundle]
