@@ -5,6 +5,8 @@ one 400 Gb/s RDMA NIC per GPU, one switch), sizes 8 B .. 8 GiB (x4 apart; `--eve
 for x2), algorithm and protocol `auto` (NCCL's tuner, sim/network/nccl.py) unless given, prints the
 nccl-tests columns (size, time, algbw, busbw) with the algorithm and protocol chosen, then every
 point that has a published figure (docs/references.md#nccl-collectives-validation) with its error.
+Every operation pays the collective kernel's launch (the GPU's catalog `launch_overhead`, 4 us on
+H100: an assumption, not fitted), which NCCL's tuner leaves out (`--no-launch`: without it).
 No constant of the model is fitted to these figures.
 
     python benchmarks/nccl_sweep.py [--shapes 2x8] [--ops all_reduce] [--algorithm ring] [--network-model flow]
@@ -64,11 +66,19 @@ def cluster_for(shape: str, network_model: str) -> Cluster:
     return Cluster.build(Simulation(seed=0), scenario.hardware, scenario.network_model)
 
 
-def one_point(shape: str, op: str, size: float, algorithm: str, protocol: str, network_model: str) -> dict:
+def launch_s(cluster: Cluster) -> float:
+    """The collective kernel's launch: the GPU's `launch_overhead` (catalog), as every compute kernel pays."""
+    return float(cluster.hardware.gpu.launch_overhead)  # type: ignore[attr-defined]
+
+
+def one_point(
+    shape: str, op: str, size: float, algorithm: str, protocol: str, network_model: str, with_launch: bool = True
+) -> dict:
     cluster = cluster_for(shape, network_model)
     group = cluster.nodes(range(cluster.num_gpus))
-    chosen, _, _ = plan(cluster.network, op, algorithm, protocol, group, size)
-    proc, algo = collective(cluster.network, op, group, size, algorithm, protocol=protocol)
+    launch = launch_s(cluster) if with_launch else 0.0
+    chosen, _, _ = plan(cluster.network, op, algorithm, protocol, group, size, launch)
+    proc, algo = collective(cluster.network, op, group, size, algorithm, protocol=protocol, launch_s=launch)
     cluster.sim.env.run(until=proc)
     t = cluster.sim.now
     algbw = size / t
@@ -92,6 +102,9 @@ def main() -> None:
     parser.add_argument("--protocol", default="auto")
     parser.add_argument("--network-model", default="flow", choices=("flow", "analytical"))
     parser.add_argument("--every-power-of-two", action="store_true", help="sizes x2 apart instead of x4")
+    parser.add_argument(
+        "--no-launch", action="store_true", help="leave out the collective kernel's launch (NCCL's tuner alone)"
+    )
     args = parser.parse_args()
     ratio = 2 if args.every_power_of_two else 4
     sizes = []
@@ -109,7 +122,7 @@ def main() -> None:
             print(f"{'size (B)':>12} {'time (us)':>12} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}  algorithm/protocol")
             wall = time.perf_counter()
             for size in sizes:
-                row = one_point(shape, op, size, algorithm, args.protocol, args.network_model)
+                row = one_point(shape, op, size, algorithm, args.protocol, args.network_model, not args.no_launch)
                 rows.append(row)
                 print(
                     f"{size:>12d} {row['time_s'] * 1e6:>12.1f} {row['algbw'] / 1e9:>13.2f} {row['busbw'] / 1e9:>13.2f}"
@@ -123,7 +136,9 @@ def main() -> None:
     for shape, op, algorithm, size, metric, low, high, source in REFERENCES:
         if shape not in args.shapes.split(",") or op not in args.ops.split(","):
             continue
-        row = one_point(shape, op, size, algorithm or args.algorithm, args.protocol, args.network_model)
+        row = one_point(
+            shape, op, size, algorithm or args.algorithm, args.protocol, args.network_model, not args.no_launch
+        )
         value = row["busbw"] / 1e9 if metric.startswith("busbw") else row["time_s"] * 1e6
         mid = (low + high) / 2
         print(

@@ -370,10 +370,16 @@ def nccl_schedule(
 
 
 def plan(
-    network: Network, op: str, algorithm: str, protocol: str, group: Sequence[str], nbytes: float
+    network: Network,
+    op: str,
+    algorithm: str,
+    protocol: str,
+    group: Sequence[str],
+    nbytes: float,
+    launch_s: float = 0.0,
 ) -> tuple[nccl.CollectivePlan, list[Step], nccl.StepCosts]:
     """NCCL's tuner: the (algorithm, protocol) of least estimated time (`auto` tries NCCL's candidates)
-    with its schedule and step costs. On the analytical backend the schedule runs as one slice (its
+    with its schedule and step costs; `launch_s`: the kernel launch every plan pays (nccl.plan_for). On the analytical backend the schedule runs as one slice (its
     time is then the tuner's closed form: base + sum of step latency and bandwidth times)."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
@@ -395,7 +401,7 @@ def plan(
         largest = largest_flow_bytes(steps)
         bus_bytes = nbytes * bus_factor(op, len(group))
         for proto in protocols:
-            p = nccl.plan_for(op, algo, proto, costs, len(group), nodes, bus_bytes, largest, pipelined)
+            p = nccl.plan_for(op, algo, proto, costs, len(group), nodes, bus_bytes, largest, pipelined, launch_s)
             if best is None or p.estimate_s < best[0].estimate_s:
                 best = (p, steps, costs)
     if best is None:
@@ -411,13 +417,15 @@ def collective(
     algorithm: str = "auto",
     name: str | None = None,
     protocol: str | None = "auto",
+    launch_s: float = 0.0,
 ):
     """Start collective `op` on `group`; returns (SimPy process, algorithm used). `protocol`: LL,
     LL128, Simple or auto (NCCL's model, see the module docstring), or None (the lock-step
-    schedule as built, `choose` resolving `auto`)."""
+    schedule as built, `choose` resolving `auto`). `launch_s`: the collective kernel's launch,
+    paid once per operation with the NCCL model (the device's launch overhead; 0 leaves it out)."""
     if protocol is None:
         algo, steps = choose(network, op, algorithm, group, nbytes)
         return run_schedule(network, steps, name or op), algo
-    chosen, steps, costs = plan(network, op, algorithm, protocol, group, nbytes)
+    chosen, steps, costs = plan(network, op, algorithm, protocol, group, nbytes, launch_s)
     proc = run_pipelined(network, steps, chosen, costs.bandwidth_s, costs.wire_latency_s, name or op)
     return proc, chosen.algorithm

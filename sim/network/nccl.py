@@ -8,8 +8,9 @@ NCCL moves a collective's bytes with one of three protocols (docs/references.md#
 
 NCCL's tuner (src/graph/tuning.cc) costs every (algorithm, protocol) as
     time = base latency + steps x hop latency + bytes / bandwidth
-and runs the cheapest. The constants below are its tables: `BASE_LATENCY_US` (per operation: kernel
-launch, proxy and protocol set-up), `HOP_LATENCY_US` (per step over NVLink or the network), the
+and runs the cheapest. The constants below are its tables: `BASE_LATENCY_US` (per operation: proxy and
+protocol set-up; the kernel launch, the same for every candidate, is not in NCCL's table and is
+passed as `launch_s`), `HOP_LATENCY_US` (per step over NVLink or the network), the
 protocol bandwidth factors and the LL bandwidth caps; `NET_OVERHEAD_US` is the per-step proxy
 overhead of an inter-node ring on an Intel host (x3 for Simple). They come from NCCL 2.21.5
 (docs/references.md#nccl-protocols: read from the `nvidia-nccl-cu12` 2.21.5 library).
@@ -175,9 +176,13 @@ def plan_for(
     bus_bytes: float,
     largest_flow_bytes: float,
     pipelined: bool,
+    launch_s: float = 0.0,
 ) -> CollectivePlan:
     """The plan of `op` with `algorithm` and `protocol` (not `auto`) and its estimated time.
-    `bus_bytes`: the payload x nccl-tests' bus factor (so bus_bytes / time is busbw)."""
+    `bus_bytes`: the payload x nccl-tests' bus factor (so bus_bytes / time is busbw). `launch_s`: the
+    collective kernel's launch (the device's launch overhead), which NCCL's tuner leaves out because
+    every candidate pays it (its Tree/Simple base latency is 0): added to the per-operation latency,
+    so it never changes the choice."""
     factor = bandwidth_factor(algorithm, protocol, op, nodes)
     simple_bw_s = sum(costs.bandwidth_s)
     if protocol == "LL" and simple_bw_s > 0:  # LL's busbw ceiling, as a lower factor
@@ -188,7 +193,7 @@ def plan_for(
     slices = slices_for(protocol, largest_flow_bytes, len(costs.bandwidth_s), pipelined)
     bandwidth = [b * wire for b in costs.bandwidth_s]
     busiest = costs.busiest_link_s * wire if slices > 1 else math.fsum(bandwidth)
-    base = base_latency_s(algorithm, protocol)
+    base = base_latency_s(algorithm, protocol) + launch_s
     estimate = base + pipelined_time_s(bandwidth, latency, slices, busiest if slices > 1 else 0.0)
     return CollectivePlan(algorithm, protocol, slices, base, tuple(latency), wire, estimate)
 

@@ -133,6 +133,25 @@ def test_latency_accounting_of_a_tiny_message(protocol):
     assert t == pytest.approx(expected, rel=0.01)
 
 
+@pytest.mark.parametrize("size", [8, 2**20, GiB])
+@pytest.mark.parametrize("network_model", ["flow", "analytical"])
+def test_kernel_launch_is_paid_once_per_operation_and_never_changes_the_choice(size, network_model):
+    """`launch_s` (the device's launch overhead, left out of NCCL's tuner) adds exactly itself to the
+    estimate and to the simulated time, and the tuner picks the same algorithm and protocol."""
+    launch = 4e-6
+    group = make_cluster(network_model, nodes=2, gpus_per_node=8).nodes(range(16))
+    c = make_cluster(network_model, nodes=2, gpus_per_node=8)
+    plain, _, _ = plan(c.network, "all_reduce", "auto", "auto", group, size)
+    launched, _, _ = plan(c.network, "all_reduce", "auto", "auto", group, size, launch)
+    assert (launched.algorithm, launched.protocol, launched.slices) == (plain.algorithm, plain.protocol, plain.slices)
+    assert launched.estimate_s == pytest.approx(plain.estimate_s + launch, rel=1e-12)
+    t0, _ = run(make_cluster(network_model, nodes=2, gpus_per_node=8), "all_reduce", size)
+    c1 = make_cluster(network_model, nodes=2, gpus_per_node=8)
+    proc, _ = collective(c1.network, "all_reduce", group, size, launch_s=launch)
+    c1.sim.env.run(until=proc)
+    assert c1.sim.now == pytest.approx(t0 + launch, rel=1e-9)
+
+
 def test_multi_node_ring_latency_is_ncclS_formula():
     """Across hosts a ring's hops cost NCCL's (nsteps - nInter) x intra + nInter x inter in total."""
     ranks, nodes = 16, 2
