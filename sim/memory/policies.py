@@ -18,14 +18,19 @@ The policies
 - `numa_balancing` (Linux NUMA balancing with demotion in reclaim): hint faults on a sampled fraction
   of accesses on all pages; a fault on a slow page promotes it, rate-limited, if the fast tier keeps
   its `high` watermark free (promotion and reclaim share the watermarks: coupled); reclaim is
-  reactive - kswapd wakes below `low` and demotes back to `high`; in tiering mode (Linux 5.18+,
+  reactive - kswapd wakes below `low` and demotes back to `high`; an allocation that finds the
+  fast tier at `low` falls back to the slow tier without waking kswapd (the page allocator's fast
+  path tries the next node of the zonelist; kswapd is woken only in its slow path, when every
+  node is below `low`), so new pages land on the slow tier until promotions make room; in tiering mode (Linux 5.18+,
   the mode with the promotion rate limit; default) a failed promotion also wakes kswapd to make
   room for it, so the page is promoted at its next fault; classic NUMA balancing
   (`failed_promotion_wakes_kswapd: false`) drops it, and once the fast tier is full promotion stalls.
 - `tpp` (Maruf et al., ASPLOS'23, arXiv 2206.02878): faults only on slow-tier pages; a fault on an
   inactive page activates it, a fault on an active page promotes it (hysteresis); promotion and
   allocation need only the `low` watermark free, while kswapd proactively demotes whenever fewer
-  than `demote` are free (decoupled watermarks: headroom for allocations and promotions).
+  than `demote` are free (decoupled watermarks: headroom for allocations and promotions), and
+  runs while allocations eat into that headroom; with `file_pages_on_slow_tier` (page-type-aware
+  allocation) page-cache pages are allocated on the slow tier.
 
 Steady state (Che's approximation, extended): a characteristic time T (in accesses) solves
 sum_k h(p_k, T) = C and the hit rate is sum_k p_k h(p_k, T), with the probability h that a page of
@@ -117,6 +122,7 @@ class Tuning:
     demote_watermark: float = 0.02  # assumption: TPP's demote_scale_factor 2% of the node
     reclaim_batch_pages: int = 32  # Linux SWAP_CLUSTER_MAX
     failed_promotion_wakes_kswapd: bool = True  # numa_balancing: tiering mode (Linux >= 5.18); False: classic
+    file_pages_on_slow_tier: bool = False  # tpp: page-type-aware allocation (page cache on the slow tier)
 
     def pages(self, fraction: float, fast_pages: int) -> int:
         return math.floor(fraction * fast_pages)
@@ -198,6 +204,7 @@ class NumaBalancing:
             reclaim_to=high,
             reclaim_batch=t.reclaim_batch_pages,
             failed_promotions_wake=t.failed_promotion_wakes_kswapd,
+            alloc_fallback_wakes=False,  # the allocator's fast path falls back without waking kswapd
         )
 
     def _admit(self, p: np.ndarray, t: float) -> np.ndarray:
@@ -241,6 +248,7 @@ class TPP:
             reclaim_below=demote,
             reclaim_to=demote,
             reclaim_batch=t.reclaim_batch_pages,
+            file_alloc_slow=t.file_pages_on_slow_tier,
         )
 
     def _faults(self, capacity: float) -> int:

@@ -1,210 +1,63 @@
-"""`kind: tiered_memory` — a page-access stream on host DRAM + CXL under a placement policy.
+"""`kind: tiered_memory` — a program's pages on host DRAM + CXL under a placement policy.
 
-A CPU application on host 0 (node `h0/cpu`) touches `footprint` bytes of pages (`page_bytes`) spread
-over a fast tier (`fast_tier`, e.g. ddr5-host) and a slow tier (`slow_tier`, e.g. cxl-expander);
-`ratio` "a:b" lets the fast tier hold a/(a+b) of the footprint (TPP's local:CXL ratio), the rest
-lives on the slow tier. The `policy` (static | lru | numa_balancing | tpp; sim/memory/policies.py)
-moves pages between them as the run goes. The stream (`access`: a Zipf or hot-set popularity law
-with phase changes, or a CSV trace; sim/memory/access.py) is replayed in epochs of
-`epoch_accesses` accesses of `access.access_bytes` each, seeded from the simulation's substreams.
+A CPU application on host 0 (node `h0/cpu`) touches `footprint` bytes of pages (`page_bytes`, its
+resident working set, anonymous, allocated at first touch) and allocates and frees more memory
+over time (`allocations`: bursts and steady churn, anonymous or page cache; sim/memory/lifecycle.py),
+spread over a fast tier (`fast_tier`, e.g. ddr5-host) and a slow tier (`slow_tier`, e.g.
+cxl-expander); `ratio` "a:b" lets the fast tier hold a/(a+b) of the address space (the footprint
+plus every allocation stream's pages; TPP's local:CXL ratio). The `policy` (static | lru |
+numa_balancing | tpp; sim/memory/policies.py) places new pages under the kernel's watermarks and
+moves pages between the tiers as the run goes. The footprint's stream (`access`: a Zipf or hot-set
+popularity law with phase changes, or a CSV trace; sim/memory/access.py) and the allocations' live
+pages (each its `access_share` of the accesses) are replayed in epochs of `epoch_accesses`
+accesses of `access.access_bytes` each, seeded from the simulation's substreams.
 
-Every epoch (sim/memory/placement.py decides where each access is served and what moves):
+Every epoch (sim/memory/placement.py decides where each page goes and what moves):
+- frees and allocations due by the epoch's start happen first, then the accesses;
 - the accesses are flows on the topology: local bytes from `h0/{fast}` to `h0/cpu`, remote bytes
   from `h0/{slow}` to `h0/cpu`; migrations are flows from one tier node to the other (through the
   CPU node), so they take bandwidth on both tiers' links and compete with the accesses;
-- the application keeps `outstanding_accesses` loads in flight (memory-level parallelism): by
-  Little's law the epoch needs at least (local x fast latency + remote x slow latency + hint faults
-  x `hint_fault_cost`) / outstanding_accesses seconds;
-- the epoch ends when both its flows (accesses and migrations) and that latency bound are done.
-The all-local reference runs the same accesses on the fast tier alone (same latency bound and
-the uncontended flow time of `h0/{fast}` -> `h0/cpu`).
+- the CPU side: `threads` threads keep `outstanding_accesses` loads in flight (memory-level
+  parallelism) and compute `compute_per_access` between two of their accesses. By Little's law
+  the accesses' latency takes M = (local x fast latency + remote x slow latency) /
+  outstanding_accesses, the compute C = accesses x compute_per_access / threads, and the epoch
+  needs at least C + M - `compute_overlap` x min(C, M) + the threads' stalls: (hint faults x
+  `hint_fault_cost` + synchronous migrations x `migration_page_cost`) / threads, where a
+  promotion is synchronous (the hint-fault handler migrates the page) and so is an LRU cache's
+  direct-reclaim demotion; kswapd's demotions run beside the program, one page per
+  `migration_page_cost` at most (its budget for an epoch: the previous epoch's duration);
+- the epoch ends when both its flows (accesses and migrations) and that CPU bound are done.
+The all-local reference runs the same accesses on the fast tier alone (the same CPU bound without
+stalls, and the uncontended flow time of `h0/{fast}` -> `h0/cpu`).
 
 The run lasts `duration_s` of simulated time (a trace may end sooner; a trace without
 `duration_s` runs to its end).
 
 Metrics: `local_traffic_fraction` (accesses served by the fast tier), `throughput_relative_to_all_local`,
 `promotions_per_s`, `demotions_per_s` (pages), plus `accesses_per_s`, `migration_bytes_per_s`,
-`hint_faults_per_s`, `local_traffic_fraction_by_phase`, `fast_pages`, `pages`, `epochs`.
+`hint_faults_per_s`, `local_traffic_fraction_by_phase` / `_by_interval`, the page lifecycle
+(`allocation_local_fraction`, `file_allocation_local_fraction`, `pages_allocated`, `pages_freed`,
+`pages_resident_fast`, `pages_resident_slow`, `ping_pong_pages`: promoted pages demoted before
+they were accessed again), `stall_fraction`, `kswapd_busy_fraction`, `fast_pages`, `pages`, `epochs`.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from pathlib import Path
-from typing import Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+import numpy as np
 
-from hardware_models.strict import StrictModel
-from hardware_models.units import Bytes, BytesPerS, Seconds
 from sim.engine.replay import delay_to
-from sim.errors import ScenarioError
 from sim.memory.access import PhasedPopularity, TraceReplay, load_trace
-from sim.memory.tiers import PageState, Tuning, advance, placement_policy
-from sim.workloads.base import WorkloadBase
-
-MAX_PAGES = 2**25  # ~0.5 GB of per-page state and per-epoch counts
-
-
-class AccessConfig(StrictModel):
-    distribution: Literal["zipf", "hot_set"] = "zipf"
-    zipf_alpha: float = Field(1.0, ge=0, description="zipf: p_k ~ k^-alpha over the pages")
-    hot_fraction: float = Field(0.1, gt=0, lt=1, description="hot_set: share of pages in the hot set")
-    hot_access_fraction: float = Field(0.9, ge=0, le=1, description="hot_set: share of accesses to it")
-    phase_s: Seconds | None = Field(None, gt=0, description="the popularity moves to new random pages every phase")
-    trace: str | None = Field(None, description="CSV page,count in access order (sim/memory/access.py)")
-    access_bytes: Bytes = Field(64, gt=0, description="bytes one access loads (a cache line)")
-
-    @field_validator("trace")
-    @classmethod
-    def _relative_to_scenario(cls, v, info: ValidationInfo):
-        base_dir = (info.context or {}).get("base_dir")
-        if v and base_dir and not Path(v).is_absolute() and not Path(v).is_file() and (Path(base_dir) / v).is_file():
-            return str(Path(base_dir) / v)
-        return v
-
-
-class TuningConfig(StrictModel):
-    hint_fault_fraction: float = Field(
-        Tuning.hint_fault_fraction,
-        ge=0,
-        le=1,
-        description="numa_balancing/tpp: share of accesses that take a hint fault",
-    )
-    promote_rate_limit: BytesPerS = Field(
-        Tuning.rate_limit_bytes_per_s, gt=0, description="promotion bytes per 1-s window (Linux default 65536 MB/s)"
-    )
-    watermark_low: float = Field(Tuning.watermark_low, ge=0, lt=1, description="fraction of the fast tier")
-    watermark_high: float = Field(Tuning.watermark_high, ge=0, lt=1, description="fraction of the fast tier")
-    demote_watermark: float = Field(Tuning.demote_watermark, ge=0, lt=1, description="tpp: kept free by demotion")
-    reclaim_batch_pages: int = Field(Tuning.reclaim_batch_pages, ge=1)
-    failed_promotion_wakes_kswapd: bool = Field(
-        Tuning.failed_promotion_wakes_kswapd, description="numa_balancing: tiering mode (true) or classic (false)"
-    )
-
-    def tuning(self) -> Tuning:
-        return Tuning(
-            self.hint_fault_fraction,
-            self.promote_rate_limit,
-            self.watermark_low,
-            self.watermark_high,
-            self.demote_watermark,
-            self.reclaim_batch_pages,
-            self.failed_promotion_wakes_kswapd,
-        )
-
-
-class Config(WorkloadBase):
-    kind: Literal["tiered_memory"]
-    policy: Literal["static", "lru", "numa_balancing", "tpp"] = "tpp"
-    fast_tier: str = Field("ddr", description="a hardware.memory_tiers entry (name or kind)")
-    slow_tier: str = Field("cxl", description="a hardware.memory_tiers entry (name or kind)")
-    ratio: str = Field("1:4", description="fast:slow share of the footprint, e.g. 2:1 or 1:4")
-    footprint: Bytes | None = Field(None, gt=0, description="bytes touched (default with a trace: its pages)")
-    page_bytes: Bytes = Field(4096, gt=0)
-    access: AccessConfig = AccessConfig()
-    duration_s: Seconds | None = Field(None, gt=0, description="simulated time (a trace may end sooner)")
-    epoch_accesses: int = Field(1_000_000, ge=1, description="accesses per epoch of the placement engine")
-    outstanding_accesses: float = Field(128, gt=0, description="assumption: loads in flight (memory-level parallelism)")
-    hint_fault_cost: Seconds = Field(1e-6, ge=0, description="assumption: stall per NUMA hint fault (~1 us)")
-    tuning: TuningConfig = TuningConfig()
-
-    @field_validator("ratio", mode="before")
-    @classmethod
-    def _ratio(cls, v) -> str:
-        if isinstance(v, int):
-            raise ValueError(
-                f"ratio must be a quoted 'fast:slow' string, e.g. \"2:1\" (unquoted, YAML reads 2:1 as "  # noqa: TRY004 - pydantic reports ValueError
-                f"the base-60 number {v})"
-            )
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*:\s*(\d+(?:\.\d+)?)\s*", str(v))
-        if not m or float(m.group(1)) <= 0 or float(m.group(2)) < 0:
-            raise ValueError(f"ratio must be 'fast:slow' with fast > 0 (e.g. '1:4', '2:1'), got {v!r}")
-        return v
-
-    @property
-    def fast_share(self) -> float:
-        a, b = (float(x) for x in self.ratio.split(":"))
-        return a / (a + b)
-
-    def pages(self, trace_pages: int | None = None) -> int:
-        if self.footprint is not None:
-            return max(1, int(self.footprint // self.page_bytes))
-        return int(trace_pages or 0)
-
-    def fast_pages(self, pages: int) -> int:
-        return math.floor(pages * self.fast_share)
-
-    def check(self, hardware) -> None:
-        fast, slow = self.tiers(hardware)
-        trace_pages = None
-        if self.access.trace:
-            generator = {"distribution", "zipf_alpha", "hot_fraction", "hot_access_fraction", "phase_s"}
-            mixed = sorted(generator & self.access.model_fields_set)
-            if mixed:
-                raise ScenarioError(
-                    f"give either a trace or a generator ({', '.join(mixed)}), not both",
-                    path="workload.access",
-                    value=mixed,
-                )
-            page, _ = load_trace(self.access.trace, self.pages() if self.footprint else None)
-            trace_pages = int(page.max()) + 1
-        else:
-            for key in ("footprint", "duration_s"):
-                if getattr(self, key) is None:
-                    raise ScenarioError("required with a generated access stream", path=f"workload.{key}")
-        pages = self.pages(trace_pages)
-        if pages > MAX_PAGES:
-            raise ScenarioError(
-                f"{pages} pages is more than the engine's {MAX_PAGES} (per-page state arrays); "
-                f"use larger page_bytes or a smaller footprint",
-                path="workload.footprint" if self.footprint else "workload.access.trace",
-                value=self.footprint or self.access.trace,
-            )
-        fast_pages = self.fast_pages(pages)
-        if fast_pages < 1:
-            raise ScenarioError(
-                f"the fast tier would hold no page of the {pages}-page footprint",
-                path="workload.ratio",
-                value=self.ratio,
-            )
-        for spec, n, key in ((fast, fast_pages, "fast_tier"), (slow, pages, "slow_tier")):
-            if n * self.page_bytes > spec.capacity:
-                raise ScenarioError(
-                    f"{n * self.page_bytes / 2**30:.1f} GiB does not fit in {spec.name} "
-                    f"({spec.capacity / 2**30:.1f} GiB per host)",
-                    path=f"workload.{key}",
-                    value=getattr(self, key),
-                )
-        if self.policy == "lru" and self.epoch_accesses > fast_pages:
-            raise ScenarioError(
-                f"lru keeps recency per epoch, which is faithful only while an epoch has no more "
-                f"accesses than the fast tier has pages ({fast_pages}); lower it",
-                path="workload.epoch_accesses",
-                value=self.epoch_accesses,
-            )
-        t = self.tuning
-        if not t.watermark_low <= t.watermark_high:
-            raise ScenarioError(
-                "needs watermark_low <= watermark_high", path="workload.tuning.watermark_low", value=t.watermark_low
-            )
-
-    def tiers(self, hardware):
-        out = []
-        for key in ("fast_tier", "slow_tier"):
-            spec = hardware.tier(getattr(self, key))
-            if spec is None:
-                have = ", ".join(f"{t.name} ({t.kind})" for t in hardware.memory_tiers) or "none"
-                raise ScenarioError(
-                    f"not in hardware.memory_tiers (have: {have}); add the catalog tier there",
-                    path=f"workload.{key}",
-                    value=getattr(self, key),
-                )
-            out.append(spec)
-        if out[0].name == out[1].name:
-            raise ScenarioError("fast and slow tier are the same tier", path="workload.slow_tier", value=self.slow_tier)
-        return out
+from sim.memory.lifecycle import Lifecycle
+from sim.memory.tiers import PageState, advance, placement_policy
+from sim.workloads.tiered_memory.config import (  # noqa: F401 - Config is the kind's config (registry)
+    MAX_PAGES,
+    AccessConfig,
+    AllocationConfig,
+    Config,
+    TuningConfig,
+)
 
 
 def _stream(sim, config: Config):
@@ -226,52 +79,88 @@ def _stream(sim, config: Config):
 
 
 def _latency(sim, cpu: str, parts: list[tuple[str, float]], end_s: float):
-    """The epoch's access latency as spans on the CPU, one per tier (category `memory:<tier>`: the
-    tier that bounded that part) and one for hint faults; ends exactly at `end_s`."""
+    """The epoch's time on the CPU as spans, one per part: compute (category `compute`), the
+    latency of each tier (category `memory:<tier>`: the tier that bounded that part), hint faults
+    and promotions (category `page_fault`); ends exactly at `end_s`."""
+    parts = [p for p in parts if p[1] > 0] or parts[:1]
     for k, (what, seconds) in enumerate(parts):
         t0 = sim.now
         yield sim.timeout(delay_to(sim.now, end_s) if k == len(parts) - 1 else seconds)
         if sim.now > t0:
-            category = "page_fault" if what == "hint faults" else f"memory:{what}"
+            category = what if what in ("compute", "page_fault") else f"memory:{what}"
             sim.span(cpu, "memory latency", f"latency {what}", t0, category=category)
+
+
+def cpu_time_s(config: Config, accesses: float, memory_s: float, stall_s: float) -> float:
+    """An epoch's time on the CPU: compute + memory latency (Little's law, `memory_s`) - the
+    overlapped part of the shorter of the two + the threads' stalls (faults, promotions)."""
+    compute_s = accesses * config.compute_per_access / config.threads
+    return compute_s + memory_s - config.compute_overlap * min(compute_s, memory_s) + stall_s
 
 
 def simulate(sim, cluster, config: Config):
     fast, slow = config.tiers(cluster.hardware)
-    stream, pages = _stream(sim, config)
+    stream, base_pages = _stream(sim, config)
+    lifecycle = Lifecycle(config.streams(), base_pages)
+    pages = lifecycle.end_page
     state = PageState(pages, config.fast_pages(pages), float(config.page_bytes))
+    for first, slots, page_type in lifecycle.page_types():
+        state.kind[first : first + slots] = page_type
     rules = placement_policy(config.policy, config.tuning.tuning()).rules(state.fast_pages)
-    fault_rng = sim.rng("tiered_memory.hint_faults")
+    fault_rng, alloc_rng = sim.rng("tiered_memory.hint_faults"), sim.rng("tiered_memory.allocations")
     net = cluster.network
     cpu, fast_node, slow_node = cluster.cpu_node(0), cluster.tier_node(0, fast.name), cluster.tier_node(0, slow.name)
     bytes_fast, bytes_slow = fast.bytes_moved(config.access.access_bytes), slow.bytes_moved(config.access.access_bytes)
-    mlp, page = config.outstanding_accesses, config.page_bytes
-    totals = {"local": 0.0, "remote": 0.0, "promoted": 0, "demoted": 0, "hint_faults": 0, "all_local_s": 0.0}
+    mlp, page, threads = config.outstanding_accesses, config.page_bytes, config.threads
+    keys: tuple[str, ...] = ("local", "remote", "promoted", "demoted", "hint_faults", "freed", "ping_pong")
+    keys += ("kswapd_demoted", "allocated_fast", "allocated_slow", "allocated_file_fast", "allocated_file_slow")
+    totals = dict.fromkeys(keys, 0.0) | {"all_local_s": 0.0, "stall_s": 0.0}
     by_phase: dict[int, list[float]] = {}
+    by_interval: dict[int, list[float]] = {}
     start, end = sim.now, math.inf if config.duration_s is None else config.duration_s
+    # kswapd demotes at most one page per migration_page_cost; its budget for an epoch is the
+    # previous epoch's duration (the first: the epoch's accesses at the fast tier's latency)
+    # (+ what is left of a page from before: epochs may be shorter than one page's migration)
+    last_epoch_s, credit = config.epoch_accesses * fast.latency / mlp, 0.0
     epochs = 0
     while sim.now - start < end:
-        counts = stream.counts(sim.now - start, config.epoch_accesses)
-        if counts is None:
+        now = sim.now - start
+        freed, allocated = lifecycle.step(now)
+        extra, share = lifecycle.counts(config.epoch_accesses, alloc_rng, pages)
+        base = stream.counts(now, round(config.epoch_accesses * max(0.0, 1.0 - share)))
+        if base is None:
             break
+        counts = extra
+        counts[:base_pages] += base.astype(np.int64)
         epoch_start = sim.now
-        out = advance(state, rules, counts, fault_rng, sim.now - start)
+        kswapd_pages = (
+            credit + last_epoch_s / config.migration_page_cost if config.migration_page_cost > 0 else math.inf
+        )
+        out = advance(state, rules, counts, fault_rng, now, allocate=allocated, free=freed, kswapd_pages=kswapd_pages)
         accesses = out.local + out.remote
         flows = [(fast_node, cpu, out.local * bytes_fast), (slow_node, cpu, out.remote * bytes_slow)]
         moves = [(slow_node, fast_node, out.promoted * page), (fast_node, slow_node, out.demoted * page)]
-        latencies = [  # (tier or cause, seconds): the accesses' latency, overlapped `mlp` deep
-            (fast.name, out.local * fast.latency / mlp),
-            (slow.name, out.remote * slow.latency / mlp),
-            ("hint faults", out.hint_faults * config.hint_fault_cost / mlp),
+        memory_s = (out.local * fast.latency + out.remote * slow.latency) / mlp
+        # a hint fault stalls its thread; so does a promotion (migrated in the fault handler) and a
+        # direct-reclaim demotion (an LRU cache); kswapd's demotions run beside the program
+        synchronous = out.promoted + out.demoted - out.kswapd_demoted
+        fault_s = out.hint_faults * config.hint_fault_cost / threads
+        migrate_s = synchronous * config.migration_page_cost / threads
+        cpu_s = cpu_time_s(config, accesses, memory_s, fault_s + migrate_s)
+        compute_s = accesses * config.compute_per_access / threads
+        hidden = config.compute_overlap * min(compute_s, memory_s)
+        scale = (memory_s - hidden) / memory_s if memory_s > 0 else 0.0
+        parts = [  # (tier or cause, seconds): the epoch's time on the CPU
+            ("compute", compute_s),
+            (fast.name, out.local * fast.latency / mlp * scale),
+            (slow.name, out.remote * slow.latency / mlp * scale),
+            ("page_fault", fault_s + migrate_s),
         ]
-        latency_s = (
-            out.local * fast.latency + out.remote * slow.latency + out.hint_faults * config.hint_fault_cost
-        ) / mlp
         yield sim.all_of(
             [
                 net.transfer_many([f for f in flows if f[2] > 0], name="tiered_memory.access"),
                 net.transfer_many([f for f in moves if f[2] > 0], name="tiered_memory.migration"),
-                sim.process(_latency(sim, cpu, latencies, epoch_start + latency_s)),
+                sim.process(_latency(sim, cpu, parts, epoch_start + cpu_s)),
             ]
         )
         sim.span(
@@ -283,21 +172,39 @@ def simulate(sim, cluster, config: Config):
             category="memory",
         )
         epochs += 1
-        for k in ("local", "remote", "promoted", "demoted", "hint_faults"):
+        last_epoch_s = sim.now - epoch_start
+        credit = min(1.0, kswapd_pages - out.kswapd_demoted)  # a part-page of kswapd time carries over
+        for k in keys:
             totals[k] += getattr(out, k)
+        totals["stall_s"] += fault_s + migrate_s
         totals["all_local_s"] += max(
             net.estimate_time_s(fast_node, cpu, accesses * bytes_fast) if accesses else 0.0,
-            accesses * fast.latency / mlp,
+            cpu_time_s(config, accesses, accesses * fast.latency / mlp, 0.0),
         )
-        row = by_phase.setdefault(stream.phase(epoch_start - start), [0.0, 0.0])
-        row[0] += out.local
-        row[1] += accesses
-    elapsed = sim.now - start
+        for table, key in ((by_phase, stream.phase(now)), (by_interval, _interval(config, now))):
+            row = table.setdefault(key, [0.0, 0.0])
+            row[0] += out.local
+            row[1] += accesses
+    return _metrics(config, state, totals, by_phase, by_interval, sim.now - start, epochs)
+
+
+def _interval(config: Config, now_s: float) -> int:
+    return 0 if not config.interval_s else int(now_s // config.interval_s)
+
+
+def _metrics(config: Config, state: PageState, totals, by_phase, by_interval, elapsed: float, epochs: int) -> dict:
     accesses = totals["local"] + totals["remote"]
+    page = config.page_bytes
 
     def rate(x: float) -> float:
         return x / elapsed if elapsed > 0 else 0.0
 
+    def fractions(table) -> list[float]:
+        return [loc / n if n else 1.0 for _, (loc, n) in sorted(table.items())]
+
+    allocated = totals["allocated_fast"] + totals["allocated_slow"]
+    allocated_file = totals["allocated_file_fast"] + totals["allocated_file_slow"]
+    fast_resident, slow_resident = state.resident()
     return {
         "local_traffic_fraction": totals["local"] / accesses if accesses else 1.0,
         "throughput_relative_to_all_local": totals["all_local_s"] / elapsed if elapsed > 0 else 1.0,
@@ -306,12 +213,23 @@ def simulate(sim, cluster, config: Config):
         "accesses_per_s": rate(accesses),
         "migration_bytes_per_s": rate((totals["promoted"] + totals["demoted"]) * page),
         "hint_faults_per_s": rate(totals["hint_faults"]),
-        "local_traffic_fraction_by_phase": [loc / n if n else 1.0 for _, (loc, n) in sorted(by_phase.items())],
-        "promotions": totals["promoted"],
-        "demotions": totals["demoted"],
+        "local_traffic_fraction_by_phase": fractions(by_phase),
+        "local_traffic_fraction_by_interval": fractions(by_interval),
+        "promotions": int(totals["promoted"]),
+        "demotions": int(totals["demoted"]),
+        "ping_pong_pages": int(totals["ping_pong"]),
+        "ping_pong_per_s": rate(totals["ping_pong"]),
+        "allocation_local_fraction": totals["allocated_fast"] / allocated if allocated else 1.0,
+        "file_allocation_local_fraction": totals["allocated_file_fast"] / allocated_file if allocated_file else 1.0,
+        "pages_allocated": int(allocated),
+        "pages_freed": int(totals["freed"]),
+        "pages_resident_fast": fast_resident,
+        "pages_resident_slow": slow_resident,
+        "stall_fraction": rate(totals["stall_s"]),
+        "kswapd_busy_fraction": rate(totals["kswapd_demoted"] * config.migration_page_cost),
         "accesses": accesses,
         "policy": config.policy,
-        "pages": pages,
+        "pages": state.pages,
         "fast_pages": state.fast_pages,
         "epochs": epochs,
     }
