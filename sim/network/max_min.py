@@ -133,8 +133,9 @@ def progressive_filling(
         rate[newly] = level
         frozen = newly[row]
         frozen_link, frozen_weight = link[frozen], weight[frozen]
-        remaining -= np.bincount(frozen_link, frozen_weight, minlength=num_links) * level
-        count -= np.bincount(frozen_link, frozen_weight, minlength=num_links)
+        frozen_sum = np.bincount(frozen_link, frozen_weight, minlength=num_links)
+        remaining -= frozen_sum * level
+        count -= frozen_sum
         entries -= np.bincount(frozen_link, minlength=num_links)
         keep = ~frozen
         row, link, weight = row[keep], link[keep], weight[keep]
