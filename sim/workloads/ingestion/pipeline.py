@@ -18,8 +18,10 @@ split while it processes the previous one (double buffering). Per split:
    (a flow to one of that trainer's GPU NICs; nothing when the worker is the trainer host itself),
    delivers it, which the master records, and frees its output slot,
 6. releases the memory when all batches are delivered and reports the split complete.
-Busy times are nominal x a gamma factor of mean 1 and coefficient of variation `service_cv`
-(seeded, `sim.rng("service")`), so supply fluctuates even when its mean equals demand.
+Busy times are nominal x a gamma factor of mean 1 and coefficient of variation `service_cv`, so
+supply fluctuates even when its mean equals demand. Each worker draws its factors from its own
+seeded stream (`ServiceFactors`: `sim.rng("service/worker{index}")`, kept across restarts), in the
+order its batches reach their stages: a worker's draws do not depend on other workers' timing.
 
 A crashed worker (`crash`) stops at its next step: nothing it still holds is delivered, its cores
 and memory die with it, and the master requeues its outstanding splits' undelivered ranges
@@ -46,6 +48,28 @@ class PipelineSettings:
     worker_startup_s: float
     output_batches: int | None  # batches a worker may hold processed or in process; None: 2 x
     # the batches its cores process at once
+
+
+class ServiceFactors:
+    """A worker's service-time factors: gamma draws of mean 1 and cv `cv` from its own stream, in
+    order. Drawn in blocks (numpy's array draws are the same numbers as one draw per call)."""
+
+    BLOCK = 256
+
+    def __init__(self, rng, cv: float) -> None:
+        self._rng, self._cv = rng, cv
+        self._block: list[float] = []
+        self._next = 0
+
+    def next(self) -> float:
+        if self._cv == 0:
+            return 1.0
+        if self._next == len(self._block):
+            cv = self._cv
+            self._block, self._next = self._rng.gamma(1.0 / cv**2, cv**2, size=self.BLOCK).tolist(), 0
+        value = self._block[self._next]
+        self._next += 1
+        return value
 
 
 class Worker:
@@ -117,7 +141,9 @@ class Pipeline:
             (res, [i for i, _ in grp])
             for res, grp in groupby(enumerate(data.stages), key=lambda item: item[1].resource)
         ]
-        self._service = sim.rng("service")
+        self._service = {
+            w.index: ServiceFactors(sim.rng(f"service/worker{w.index}"), settings.service_cv) for w in workers
+        }
         self.counters: dict[str, float] = {}
         self.batches_sent = 0
         self.bytes_sent = 0.0
@@ -224,10 +250,6 @@ class Pipeline:
             w.memory_used.change(-plan.memory_bytes)
             self.master.completed(split)
 
-    def _factor(self) -> float:
-        cv = self.settings.service_cv
-        return 1.0 if cv == 0 else float(self._service.gamma(1.0 / cv**2, cv**2))
-
     def _cores_per_batch(self, w: Worker) -> int:
         return min(self.settings.cores_per_batch, w.cores_total)
 
@@ -237,8 +259,9 @@ class Pipeline:
         yield w.slots.get(1)
         if not w.live(inc):
             return
+        factor = self._service[w.index].next
         for resource, members in self.groups:
-            durations = [batch.stage_s[i] * self._factor() for i in members]
+            durations = [batch.stage_s[i] * factor() for i in members]
             if resource == "cpu":
                 k = self._cores_per_batch(w)
                 yield w.cores.get(k)
