@@ -19,7 +19,8 @@ pages by a Zipf law of their age (`zipf_alpha`; newest page first; 0: uniform): 
 allocated memory is the hot memory. `page_type` marks its pages anonymous or file (page cache).
 
 `Lifecycle` holds the streams of a run: `step(now_s)` returns the pages to free and to allocate by
-`now_s` (each in allocation order), `counts(accesses, rng)` the accesses of the live pages
+`now_s` (each in allocation order; a page both allocated and freed since the last step is
+neither: steps further apart than a lifetime never hold two pages of one slot), `counts(accesses, rng)` the accesses of the live pages
 (Poisson(accesses x share x pmf) per page, seeded from the run's rng) and the share they took.
 """
 
@@ -92,8 +93,9 @@ class Lifecycle:
         freed, allocated = [], []
         for k, s in enumerate(self.streams):
             f, a = s.freed_by(now_s), s.allocated_by(now_s)
-            freed.append(self._slots(k, self.freed[k], f))
-            allocated.append(self._slots(k, self.allocated[k], a))
+            # pages allocated and freed again since the last step never reach the page table
+            freed.append(self._slots(k, self.freed[k], min(f, self.allocated[k])))
+            allocated.append(self._slots(k, max(self.allocated[k], f), a))
             self.freed[k], self.allocated[k] = f, a
         empty = np.zeros(0, dtype=np.int64)
         return (np.concatenate(freed) if freed else empty), (np.concatenate(allocated) if allocated else empty)
