@@ -21,6 +21,7 @@ def tiered_memory_estimate(cfg, hw, network_model: str) -> Estimate:
         pages = float(cfg.pages())
     else:
         pages = float(load_trace(cfg.access.trace)[0].max()) + 1
+    pages = float(cfg.address_space(int(pages)))  # + the allocation streams' pages
     n = cfg.epoch_accesses
     epoch_s = max(
         n * min(fast.latency, slow.latency) / cfg.outstanding_accesses,
