@@ -39,6 +39,7 @@ class SpanActivity:
         self._unit_s: np.ndarray = np.zeros(0)
         self._chunks: list[tuple] = []  # from add_many / add_spans: (keys, start, end, units or None)
         self._chunk_len = 0
+        self._ones = array("d")  # observe_one's spans since the last chunk: (key id, start, end) each
         self._component_keys: dict[tuple[Hashable, str, str], np.ndarray] = {}  # (list key, track, category) -> key ids
         self._batch = batch
         self._next = batch
@@ -95,7 +96,28 @@ class SpanActivity:
             keys = [self.key_id((c, t, category)) for c, t in zip(components, tracks)]
         self.add_spans(np.array(keys, dtype=np.int64), start_s, end_s, np.ones(len(keys)))
 
+    def observe_one(self, component: str, track: str, category: str, start_s: float, end_s: float) -> None:
+        """`observe_many` of one span (a point-to-point flow), without its arrays: the same chunk
+        data in the same order (spans of consecutive calls are gathered into one chunk)."""
+        key = (component, track, category)
+        k = self._key_id.get(key)
+        if k is None:
+            k = self.key_id(key)
+        self._ones.extend((k, start_s, end_s))
+        self.spans += 1
+        self._chunk_len += 1
+        if self._chunk_len >= self._next:
+            self._merge()
+
+    def _flush_ones(self) -> None:
+        """Turn the spans gathered by `observe_one` into a chunk (before any later chunk)."""
+        if len(self._ones):
+            ones = np.frombuffer(self._ones, dtype=float).reshape(-1, 3)
+            self._chunks.append((ones[:, 0].astype(np.int64), ones[:, 1].copy(), ones[:, 2].copy(), np.ones(len(ones))))
+            self._ones = array("d")
+
     def _add_chunk(self, key_ids, start_s, end_s, units) -> None:
+        self._flush_ones()
         self._chunks.append((key_ids, start_s, end_s, units))
         self._chunk_len += len(key_ids)
         if self._chunk_len >= self._next:
@@ -114,6 +136,7 @@ class SpanActivity:
 
     def _merge(self) -> None:
         """Fold the buffered spans into the merged intervals (amortised: the batch grows with them)."""
+        self._flush_ones()
         if not len(self._buf) and not self._chunks:
             return
         buf = np.frombuffer(self._buf, dtype=float).reshape(-1, 4)  # key ids < 2^53: exact as floats

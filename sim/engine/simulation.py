@@ -272,6 +272,47 @@ class Recorder:
         )
         return last
 
+    def spans_one(
+        self,
+        component: str,
+        track: str,
+        name: str,
+        start_s: float,
+        end_s: float,
+        nbytes: float = 0.0,
+        category: str = "",
+        after: int = NO_CAUSE,
+    ) -> int:
+        """`spans` of one span (a point-to-point flow) in plain Python: the same observer calls,
+        ids, causes, row or skeleton."""
+        start_s, end_s = float(start_s), float(end_s)
+        for observe in self.observers:
+            one = getattr(observe, "observe_one", None)
+            if one is not None:
+                one(component, track, category, start_s, end_s)
+            elif getattr(observe, "observe_many", None) is not None:
+                observe.observe_many([component], [track], category, np.array([start_s]), np.array([end_s]))
+            else:
+                observe(component, track, category, start_s, end_s, 1.0)
+        sid = self.next_id
+        self.next_id = sid + 1
+        if self.env is not None:
+            self.env.cause = sid
+        if self.limit is not None and len(self.rows) >= self.limit:
+            self.dropped += 1
+            self.skeleton_one(component, track, category, start_s, end_s, sid, after)
+            return sid
+        self.rows.append((component, track, name, start_s, end_s, float(nbytes), 0.0, category, sid, after, after))
+        return sid
+
+    def skeleton_one(
+        self, component: str, track: str, category: str, start_s: float, end_s: float, sid: int, after: int
+    ) -> None:
+        """`skeletons` of one span: the same interned codes (category first) and columns."""
+        skeleton = self.skeleton
+        skeleton.code(category)
+        skeleton.add(component, track, category, float(start_s), float(end_s), sid, after, after)
+
     def skeletons(self, components, tracks, category: str, starts, ends, first_id: int, after: int) -> None:
         """The skeletons of spans dropped past the limit (ids from `first_id`, all started by `after`)."""
         self.skeleton_codes(self.skeleton_where(components, tracks, category), starts, ends, first_id, after)

@@ -5,7 +5,8 @@ A transfer takes path latency + bytes / bandwidth. Within one call (a collective
 that share a link are serialised on it: a flow takes latency + max over its links of (the call's
 bytes on that link / capacity). Each call is costed once, when it starts (`_alpha_beta`, or
 `_alpha_beta_few` - the same arithmetic in plain Python - for calls of a few link entries), and its
-link bytes and busy time are added then; traffic observers see each sub-flow's bytes over its
+link bytes and busy time are added then (a call of one flow of a few entries: `_transfer_one`, no
+arrays or group at all); traffic observers see each sub-flow's bytes over its
 [start + latency, start + latency + bandwidth time].
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sim.engine.replay import StepKey
-from sim.network.base import Network, Routed, TransferGroup
+from sim.network.base import ROUTES_MAX_PAIRS, Network, Routed, TransferGroup
 
 _FEW_ENTRIES = 16  # transfers of at most this many link entries: plain Python
 
@@ -28,6 +29,11 @@ class AnalyticalNetwork(Network):
     a flow takes latency + max over its links of (the call's bytes on that link / capacity). For a
     ring step (one flow per link) that is bytes / bottleneck; for an all-to-all step it is the
     classic (n-1)/n * S / B of the sender's NIC."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # (src, dst) -> routes of a one-flow call: paths, latencies, and flat link ids, path lengths, latencies as arrays (for traffic observers, which copy them)
+        self._one_routes: dict[tuple[str, str], tuple] = {}
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         capacity = self.topology.capacity
@@ -60,6 +66,58 @@ class AnalyticalNetwork(Network):
                 self._notify_at(offset, group.on_flow_done, np.flatnonzero(which.ravel() == k))
         done = self.sim.timeout(float(finish.max()))
         done.callbacks.append(lambda _e: self._complete(group))
+
+    def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None):
+        """One flow of a few link entries (a batch, a read): `_start` with `_alpha_beta_few` in
+        plain Python, no arrays or `TransferGroup` (the same operations in the same order, so the
+        same times, link totals, observer calls and spans to the last bit; tests/network)."""
+        route = self._one_routes.get((src, dst))
+        if route is None:
+            paths, latency = self._pair_paths(src, dst)
+            flat = [link for p in paths for link in p]
+            if len(flat) > _FEW_ENTRIES:
+                return None
+            route = (
+                paths,
+                latency,
+                np.asarray(flat, dtype=np.int64),
+                np.asarray([len(p) for p in paths], dtype=np.int64),
+                np.asarray(latency, dtype=float),
+            )
+            if len(self._one_routes) >= ROUTES_MAX_PAIRS:
+                self._one_routes.clear()  # bounded memory
+            self._one_routes[(src, dst)] = route
+        paths, latency, flat_arr, lengths_arr, latency_arr = route
+        capacity = self.topology.capacity
+        now, cause = self.sim.now, self.sim.cause
+        b = float(nbytes)
+        self.flows_started += 1
+        self.bytes_sent += b
+        share = b / len(paths)
+        load: dict[int, float] = {}
+        for p in paths:
+            for link in p:
+                load[link] = load.get(link, 0.0) + share
+        t_bw, finish = [], 0.0
+        for p, lat in zip(paths, latency):
+            t = max(load[link] / float(capacity[link]) for link in p) if p else 0.0
+            t_bw.append(t)
+            finish = max(finish, lat + t)
+        link_bytes, link_busy = self._link_bytes, self._link_busy_s
+        for p, busy in zip(paths, t_bw):
+            for link in p:
+                link_bytes[link] += share
+                link_busy[link] += busy
+        if self.traffic_observers:
+            t0 = now + latency_arr
+            t1 = t0 + np.array(t_bw, dtype=float)
+            shares = np.full(len(paths), share)
+            for observer in self.traffic_observers:
+                observer.on_subflows(t0, t1, flat_arr, lengths_arr, shares)
+        event = self.sim.env.event()
+        done = self.sim.timeout(finish)
+        done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))
+        return event
 
     def _notify_at(self, delay: float, on_flow_done: Callable[[np.ndarray], None], indices: np.ndarray) -> None:
         self.sim.timeout(delay).callbacks.append(lambda _e: on_flow_done(indices))

@@ -15,7 +15,9 @@ What they share lives here: routing flows into sub-flows (`Routed`: one row per 
 one hashed path with ECMP `hash`) with caches of routes per endpoint pair and per endpoint set,
 per-link accounting (`link_bytes`, `link_busy_s`), the counters (`bytes_sent`, `bytes_delivered`,
 `flows_started`), traffic observers, and the spans of completed transfers (`TransferGroup`).
-A backend implements `_start(group, routed, key)`: when the group's flows finish.
+A backend implements `_start(group, routed, key)`: when the group's flows finish; it may offer a
+plain-Python path for calls of one flow (`_transfer_one`, completed by `_complete_one`) with exactly
+the general path's effects (the analytical backend does: a batch or a storage read per call).
 """
 
 from __future__ import annotations
@@ -156,18 +158,8 @@ class Network:
         nbytes: list[float] = []
         owner: list[int] = []
         latency: list[float] = []
-        topo = self.topology
         for i, (s, d, b) in enumerate(flows):
-            key = (s, d)
-            cached = self._route_cache.get(key)
-            if cached is None or self.ecmp == "hash":
-                paths = tuple(p for p in self.paths_for(s, d))
-                cached = (paths, tuple(topo.path_latency_s(p) for p in paths))
-                if self.ecmp != "hash":
-                    if len(self._route_cache) >= ROUTES_MAX_PAIRS:
-                        self._route_cache.clear()  # bounded memory; a later flow routes again
-                    self._route_cache[key] = cached
-            paths, lat = cached
+            paths, lat = self._pair_paths(s, d)
             share = float(b) / len(paths)
             for p, l in zip(paths, lat):
                 flat.extend(p)
@@ -182,6 +174,20 @@ class Network:
             np.asarray(owner, dtype=np.int64),
             np.asarray(latency, dtype=float),
         )
+
+    def _pair_paths(self, s: str, d: str) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]:
+        """(paths, path latencies) of a flow from s to d (cached per pair unless ECMP hashes)."""
+        key = (s, d)
+        cached = self._route_cache.get(key)
+        if cached is None or self.ecmp == "hash":
+            topo = self.topology
+            paths = tuple(p for p in self.paths_for(s, d))
+            cached = (paths, tuple(topo.path_latency_s(p) for p in paths))
+            if self.ecmp != "hash":
+                if len(self._route_cache) >= ROUTES_MAX_PAIRS:
+                    self._route_cache.clear()  # bounded memory; a later flow routes again
+                self._route_cache[key] = cached
+        return cached
 
     def estimate_time_s(self, src: str, dst: str, nbytes: float) -> float:
         """Uncontended time of one transfer (alpha-beta on the path), for planners and heuristics."""
@@ -229,6 +235,11 @@ class Network:
         - exact). `on_flow_done(indices)`: called at each instant at which
         flows of this call complete, with their indices in `flows` (one call for many flows that
         need not wait for each other, instead of one call per flow)."""
+        if key is None and on_flow_done is None and type(flows) is list and len(flows) == 1 and self.ecmp != "hash":
+            src, dst, size = flows[0]  # one flow (a batch, a read): the backend's plain-Python path, if any
+            event = self._transfer_one(src, dst, size, name, track)
+            if event is not None:
+                return event
         step = key if self.ecmp != "hash" else None  # hashed ECMP draws paths per call
         setup = self._keyed.get(step) if step is not None else None
         if setup is not None:
@@ -263,6 +274,44 @@ class Network:
             return event
         self._start(group, routed, step)
         return event
+
+    def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None) -> simpy.Event | None:
+        """A backend's fast path for a call of one flow (no key, no `on_flow_done`, routes not
+        hashed): the event `transfer_many` returns, with exactly the same effects, or None (no
+        fast path for it: the general one runs)."""
+        return None
+
+    def _complete_one(
+        self,
+        event: simpy.Event,
+        src: str,
+        dst: str,
+        nbytes: float,
+        name: str,
+        track: str | None,
+        start_s: float,
+        finish_s: float,
+        cause: int,
+    ) -> None:
+        """`_complete` of a one-flow call (`_transfer_one`), in plain Python: the same counters,
+        span (or skeleton), observer calls and completion."""
+        self.bytes_delivered += nbytes
+        recorder = self.sim.recorder
+        kind = track or self.first_link_kind(src, dst)
+        if recorder.limit is not None and len(recorder.rows) >= recorder.limit:  # as `_record`: a skeleton
+            first = recorder.next_id
+            recorder.dropped += 1
+            recorder.next_id += 1
+            recorder.skeleton_one(src, kind, "comm", start_s, finish_s, first, cause)
+            self.sim.env.cause = first
+        else:
+            recorder.spans_one(src, kind, f"{name} ->{dst}", start_s, finish_s, nbytes, "comm", cause)
+        observers = [o for o in self.traffic_observers if hasattr(o, "on_flows")]
+        if observers:
+            finish = np.array([finish_s])
+            for observer in observers:
+                observer.on_flows([src], [dst], start_s, finish, None)
+        event.succeed()
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         """Send the group's flows (routed); complete the group (`_complete`) when they are delivered."""
