@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sim.engine.replay import StepKey
-from sim.network.base import ROUTES_MAX_PAIRS, Network, Routed, TransferGroup
+from sim.network.base import Network, Routed, TransferGroup
 
 _FEW_ENTRIES = 16  # transfers of at most this many link entries: plain Python
 
@@ -29,11 +29,6 @@ class AnalyticalNetwork(Network):
     a flow takes latency + max over its links of (the call's bytes on that link / capacity). For a
     ring step (one flow per link) that is bytes / bottleneck; for an all-to-all step it is the
     classic (n-1)/n * S / B of the sender's NIC."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # (src, dst) -> routes of a one-flow call: paths, latencies, and flat link ids, path lengths, latencies as arrays (for traffic observers, which copy them)
-        self._one_routes: dict[tuple[str, str], tuple] = {}
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         capacity = self.topology.capacity
@@ -71,23 +66,9 @@ class AnalyticalNetwork(Network):
         """One flow of a few link entries (a batch, a read): `_start` with `_alpha_beta_few` in
         plain Python, no arrays or `TransferGroup` (the same operations in the same order, so the
         same times, link totals, observer calls and spans to the last bit; tests/network)."""
-        route = self._one_routes.get((src, dst))
-        if route is None:
-            paths, latency = self._pair_paths(src, dst)
-            flat = [link for p in paths for link in p]
-            if len(flat) > _FEW_ENTRIES:
-                return None
-            route = (
-                paths,
-                latency,
-                np.asarray(flat, dtype=np.int64),
-                np.asarray([len(p) for p in paths], dtype=np.int64),
-                np.asarray(latency, dtype=float),
-            )
-            if len(self._one_routes) >= ROUTES_MAX_PAIRS:
-                self._one_routes.clear()  # bounded memory
-            self._one_routes[(src, dst)] = route
-        paths, latency, flat_arr, lengths_arr, latency_arr = route
+        paths, latency = self._pair_paths(src, dst)
+        if sum(len(p) for p in paths) > _FEW_ENTRIES:
+            return None
         capacity = self.topology.capacity
         now, cause = self.sim.now, self.sim.cause
         b = float(nbytes)
@@ -109,11 +90,13 @@ class AnalyticalNetwork(Network):
                 link_bytes[link] += share
                 link_busy[link] += busy
         if self.traffic_observers:
-            t0 = now + latency_arr
+            t0 = now + np.array(latency, dtype=float)
             t1 = t0 + np.array(t_bw, dtype=float)
+            flat = np.array([link for p in paths for link in p], dtype=np.int64)
+            lengths = np.array([len(p) for p in paths], dtype=np.int64)
             shares = np.full(len(paths), share)
             for observer in self.traffic_observers:
-                observer.on_subflows(t0, t1, flat_arr, lengths_arr, shares)
+                observer.on_subflows(t0, t1, flat, lengths, shares)
         event = self.sim.env.event()
         done = self.sim.timeout(finish)
         done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))
