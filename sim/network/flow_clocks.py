@@ -23,7 +23,7 @@ import heapq
 
 import numpy as np
 
-from sim.network.flow_bundles import Growable, ranges
+from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
 
@@ -49,8 +49,6 @@ class BundleClocks:
             {"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0), "count": (np.int64, 0)}
         )
         self._pair_of: dict[int, int] = {}  # bundle x num_links + link -> pair
-        self._bundle_major = True  # pairs stored in ascending bundle order (so far)
-        self._ranges: tuple[int, np.ndarray] | None = None  # (pairs, first pair of each bundle id)
         self.members = 0
 
     def __getattr__(self, name: str) -> np.ndarray:  # count, rate, v, t, head, finish, due
@@ -121,15 +119,7 @@ class BundleClocks:
         """(bundle, link, weight) of the pairs of the clocks marked in `in_region` (per bundle id)."""
         p = self.pairs
         bundle, count = p.arrays["bundle"][: p.size], p.arrays["count"][: p.size]
-        if self._bundle_major:  # the clocks' pairs are contiguous runs: read those runs only
-            if self._ranges is None or self._ranges[0] != p.size or len(self._ranges[1]) != len(in_region) + 1:
-                self._ranges = (p.size, np.searchsorted(bundle, np.arange(len(in_region) + 1)))
-            first = self._ranges[1]
-            clocks = np.flatnonzero(in_region)
-            idx = ranges(first[clocks], first[clocks + 1] - first[clocks])
-            sel = idx[count[idx] > 0]  # ascending, as below
-        else:
-            sel = np.flatnonzero((count > 0) & in_region[bundle])
+        sel = np.flatnonzero((count > 0) & in_region[bundle])
         return bundle[sel], p.arrays["link"][sel], p.arrays["weight"][sel]
 
     # ---- changes ------------------------------------------------------------------------
@@ -212,8 +202,6 @@ class BundleClocks:
         p.reserve(1)
         new = p.size
         p.arrays["bundle"][new], p.arrays["link"][new] = divmod(code, self.num_links)
-        if new and p.arrays["bundle"][new] < p.arrays["bundle"][new - 1]:
-            self._bundle_major = False
         p.size += 1
         self._pair_of[code] = new
         return new

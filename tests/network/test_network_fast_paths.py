@@ -412,29 +412,3 @@ def test_analytical_transfers_of_few_entries_match_the_numpy_path_to_the_last_bi
     few, vectorised = _analytical_run(spec, network._FEW_ENTRIES), _analytical_run(spec, -1)
     assert few == vectorised
     assert sum(few[1]) > 0 and len(set(few[3])) > 2
-
-
-@pytest.mark.parametrize("bundle_major", [True, False])
-def test_region_pairs_read_by_bundle_runs_equal_the_full_scan(bundle_major):
-    """`BundleClocks.region_pairs` reads the pairs of the clocks in the region as runs when pairs are
-    stored in bundle order (else it scans all): the same pairs in the same (ascending) order."""
-    from sim.network.flow_clocks import BundleClocks
-
-    rng = np.random.default_rng(1)
-    clocks = BundleClocks(num_links=50)
-    clocks.ensure(20)
-    bundles, links = rng.integers(0, 20, 300), rng.integers(0, 50, 300)
-    first = bundles >= 10 if not bundle_major else np.ones(300, dtype=bool)  # new pairs: bundle order per call
-    clocks._add_pairs(bundles[first], links[first], rng.random(int(first.sum())), 1)
-    clocks._add_pairs(bundles[~first], links[~first], rng.random(int((~first).sum())), 1)  # lower bundles after
-    clocks._add_pairs(np.array([19, 19]), np.array([49, 48]), np.array([0.5, 0.25]), 1)  # appended later
-    clocks._add_pairs(bundles[:40], links[:40], np.zeros(40), -1)  # some pairs emptied
-    for _ in range(5):
-        in_region = rng.random(20) < 0.4
-        got = clocks.region_pairs(in_region)
-        p = clocks.pairs
-        count, bundle = p.arrays["count"][: p.size], p.arrays["bundle"][: p.size]
-        sel = np.flatnonzero((count > 0) & in_region[bundle])
-        want = (bundle[sel], p.arrays["link"][sel], p.arrays["weight"][sel])
-        assert all(np.array_equal(a, b) for a, b in zip(got, want))
-    assert clocks._bundle_major == bundle_major
