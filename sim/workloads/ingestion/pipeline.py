@@ -284,10 +284,12 @@ class Pipeline:
                     return
                 w.cores.put(k)
                 w.cores_busy.change(-k)
+                span, overlap = self.sim.recorder.span, self.window.overlap
                 for i, d in zip(members, durations):
                     d *= stretch
-                    self.sim.span(w.name, "cpu", stages[i].name, t, t + d / k, category="compute", units=k)
-                    self.stage_busy_s[stages[i].name] += self.window.overlap(t, t + d / k) * k
+                    name = stages[i].name
+                    span(w.name, "cpu", name, t, t + d / k, 0.0, 0.0, "compute", k)  # sim.span with its end
+                    self.stage_busy_s[name] += overlap(t, t + d / k) * k
                     t += d / k
             else:
                 for i, d in zip(members, durations):

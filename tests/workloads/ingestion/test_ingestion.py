@@ -447,3 +447,47 @@ def test_bad_input_is_one_line_error_with_its_key_path(override, path):
     with pytest.raises(ScenarioError) as err:
         scenario(**override)
     assert path in str(err.value) and "\n" not in str(err.value)
+
+
+# ---- service-time streams and determinism ---------------------------------------------------------
+
+
+def test_each_worker_draws_its_factors_from_its_own_stream_in_order(monkeypatch):
+    """A worker's service-time factors are its own seeded stream's gamma draws in order (drawn in
+    blocks: the same numbers as one draw per call), whatever the other workers do."""
+    import sim.workloads.ingestion.pipeline as pipeline
+    from sim.engine.simulation import Simulation
+
+    drawn: dict[int, list[float]] = {}
+    original = pipeline.Pipeline.__init__
+
+    def spy(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        for index, factors in self._service.items():
+            draw = factors.next
+
+            def counted(draw=draw, index=index):
+                value = draw()
+                drawn.setdefault(index, []).append(value)
+                return value
+
+            factors.next = counted
+
+    monkeypatch.setattr(pipeline.Pipeline, "__init__", spy)
+    monkeypatch.setattr(pipeline.ServiceFactors, "BLOCK", 7)  # many blocks per worker
+    cv = 0.3
+    for workers in (2, 3):
+        drawn.clear()
+        simulate(workload__preprocessing__workers=workers, workload__duration_s=8)
+        assert sorted(drawn) == list(range(workers))
+        for index, values in drawn.items():
+            rng = Simulation(seed=0).rng(f"service/worker{index}")
+            assert values == [float(rng.gamma(1 / cv**2, cv**2)) for _ in values]
+            assert len(values) > 3 * pipeline.ServiceFactors.BLOCK
+
+
+def test_same_seed_same_metrics():
+    a = simulate(workload__duration_s=10).metrics
+    b = simulate(workload__duration_s=10).metrics
+    assert a == b
+    assert simulate(seed=1, workload__duration_s=10).metrics != a
