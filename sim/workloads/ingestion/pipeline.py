@@ -34,8 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-import simpy
-
+from sim.workloads.ingestion.levels import LeanContainer
 from sim.workloads.ingestion.parts import Master, Occupancy, Split, Storage, Trainer, Window
 
 
@@ -94,9 +93,9 @@ class Worker:
         self.starting = False
         self.failed = False  # crashed and not restarted
         self.loops = 0
-        self.cores: simpy.Container | None = None
-        self.memory: simpy.Container | None = None
-        self.slots: simpy.Container | None = None  # output slots: batches in process or awaiting a credit
+        self.cores: LeanContainer | None = None
+        self.memory: LeanContainer | None = None
+        self.slots: LeanContainer | None = None  # output slots: batches in process or awaiting a credit
         self._node = 0
         self.started_s = 0.0
         self.alive_s = 0.0  # time alive inside the window
@@ -171,10 +170,10 @@ class Pipeline:
         worker.starting, worker.retiring, worker.alive, worker.failed = False, False, True, False
         worker.incarnation += 1
         worker.started_s = self.sim.now
-        worker.cores = simpy.Container(self.sim.env, capacity=worker.cores_total, init=worker.cores_total)
-        worker.memory = simpy.Container(self.sim.env, capacity=worker.memory_total, init=worker.memory_total)
+        worker.cores = LeanContainer(self.sim.env, capacity=worker.cores_total, init=worker.cores_total)
+        worker.memory = LeanContainer(self.sim.env, capacity=worker.memory_total, init=worker.memory_total)
         slots = self.settings.output_batches or 2 * max(1, worker.cores_total // self._cores_per_batch(worker))
-        worker.slots = simpy.Container(self.sim.env, capacity=slots, init=slots)
+        worker.slots = LeanContainer(self.sim.env, capacity=slots, init=slots)
         for _ in range(self.settings.splits_in_flight):
             worker.loops += 1
             self.sim.process(self._split_loop(worker, worker.incarnation))

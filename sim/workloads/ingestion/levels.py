@@ -1,0 +1,76 @@
+"""`LeanContainer`: simpy.Container's behaviour for a worker's cores, memory and output slots, at a
+fraction of its cost (issue 26: a 400-worker hour makes ~13M of these requests).
+
+SimPy's container builds a `ContainerPut`/`ContainerGet` event per request through its generic
+resource machinery (bound classes, queue scans through `_do_put`/`_do_get` calls). This class keeps
+exactly its semantics and event order: a request is a plain `simpy.Event` appended to its queue;
+a put is tried at once and, when processed, retries the waiting gets; a get is tried at once and,
+when processed, retries the waiting puts; a queue is scanned from its head and the scan stops at
+the first request that cannot proceed (FIFO, no overtaking). tests/workloads/ingestion compares it
+with simpy.Container step by step.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+
+class LeanContainer:
+    """A level between 0 and `capacity` that processes take from (`get`) and give back (`put`)."""
+
+    def __init__(self, env: simpy.Environment, capacity: float, init: float) -> None:
+        if capacity <= 0 or not 0 <= init <= capacity:
+            raise ValueError(f"capacity {capacity} must be > 0 and init {init} within [0, capacity]")
+        self._env = env
+        self.capacity = capacity
+        self._level = init
+        self.put_queue: list[simpy.Event] = []
+        self.get_queue: list[simpy.Event] = []
+
+    @property
+    def level(self) -> float:
+        return self._level
+
+    def put(self, amount: float) -> simpy.Event:
+        """An event that succeeds once `amount` fits (as `simpy.Container.put`)."""
+        if amount <= 0:
+            raise ValueError(f"amount(={amount}) must be > 0.")
+        event = simpy.Event(self._env)
+        event.amount = amount  # type: ignore[attr-defined]
+        event.callbacks.append(self._trigger_get)  # type: ignore[union-attr]
+        self.put_queue.append(event)
+        self._trigger_put(None)
+        return event
+
+    def get(self, amount: float) -> simpy.Event:
+        """An event that succeeds once `amount` is available (as `simpy.Container.get`)."""
+        if amount <= 0:
+            raise ValueError(f"amount(={amount}) must be > 0.")
+        event = simpy.Event(self._env)
+        event.amount = amount  # type: ignore[attr-defined]
+        event.callbacks.append(self._trigger_put)  # type: ignore[union-attr]
+        self.get_queue.append(event)
+        self._trigger_get(None)
+        return event
+
+    def _trigger_put(self, _event: simpy.Event | None) -> None:
+        queue = self.put_queue
+        while queue:
+            event = queue[0]
+            amount = event.amount  # type: ignore[attr-defined]
+            if self.capacity - self._level < amount:
+                break  # the head cannot proceed: no overtaking
+            self._level += amount
+            event.succeed()
+            queue.pop(0)
+
+    def _trigger_get(self, _event: simpy.Event | None) -> None:
+        queue = self.get_queue
+        while queue:
+            event = queue[0]
+            amount = event.amount  # type: ignore[attr-defined]
+            if self._level < amount:
+                break
+            self._level -= amount
+            event.succeed()
+            queue.pop(0)

@@ -1,0 +1,64 @@
+"""`LeanContainer` (sim/workloads/ingestion/levels.py) behaves as simpy.Container step by step: the
+same requests succeed at the same instants, in the same order, with the same levels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from sim.engine.simulation import CountingEnvironment
+from sim.workloads.ingestion.levels import LeanContainer
+
+
+def _trace(make, seed: int) -> list:
+    env = CountingEnvironment()
+    box = make(env)
+    rng = np.random.default_rng(seed)
+    log: list = []
+    plans = []  # per process: (op, amount, delay before it); gets and puts of the same amounts, as users of cores
+    for _ in range(6):
+        plan = []
+        for _ in range(20):
+            amount = int(rng.integers(1, 5))
+            plan += [
+                ("get", amount, float(rng.choice([0.0, 0.5, 1.0]))),
+                ("put", amount, float(rng.choice([0.0, 0.5]))),
+            ]
+        plans.append(plan)
+
+    def proc(k: int, plan):
+        for j, (op, amount, delay) in enumerate(plan):
+            if delay:
+                yield env.timeout(delay)
+            if j % 3 == 0:  # not waited for: several requests of one process in flight
+                event = getattr(box, op)(amount)
+                event.callbacks.append(lambda e, k=k, j=j, op=op: log.append((env.now, k, j, op, "late", box.level)))
+            else:
+                yield getattr(box, op)(amount)
+            log.append((env.now, k, j, op, box.level))
+
+    for k, plan in enumerate(plans):
+        env.process(proc(k, plan))
+    env.run(until=200)
+    log.append(("end", env.now, env.events_processed, box.level, len(box.get_queue), len(box.put_queue)))
+    return log
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lean_container_equals_simpy_container(seed):
+    lean = _trace(lambda env: LeanContainer(env, capacity=10, init=5), seed)
+    reference = _trace(lambda env: simpy.Container(env, capacity=10, init=5), seed)
+    assert lean == reference
+    assert len(lean) > 200
+
+
+def test_lean_container_rejects_what_simpy_rejects():
+    env = CountingEnvironment()
+    box = LeanContainer(env, capacity=4, init=4)
+    with pytest.raises(ValueError):
+        box.get(0)
+    with pytest.raises(ValueError):
+        box.put(-1)
+    with pytest.raises(ValueError):
+        LeanContainer(env, capacity=4, init=5)
