@@ -25,6 +25,7 @@ class SpanSkeleton:
     def __init__(self, capacity: int = SKELETON_CAPACITY) -> None:
         self.capacity = capacity
         self._names: dict[str, int] = {}
+        self._triples: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # (component, track, category) -> codes
         self.where = array("i")  # single spans: 3 interned codes each (component, track, category)
         self.times = array("d")  # 2 each: start, end
         self.causes = array("q")  # 3 each: id, after, until
@@ -48,8 +49,12 @@ class SpanSkeleton:
         if len(self) >= self.capacity:
             self.lost += 1
             return
-        code = self.code
-        self.where.extend((code(component), code(track), code(category)))
+        key = (component, track, category)
+        codes = self._triples.get(key)
+        if codes is None:  # interned in this order the first time, as before
+            code = self.code
+            codes = self._triples[key] = (code(component), code(track), code(category))
+        self.where.extend(codes)
         self.times.extend((start_s, end_s))
         self.causes.extend((sid, after, until))
 
