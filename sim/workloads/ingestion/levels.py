@@ -74,3 +74,43 @@ class LeanContainer:
             self._level -= amount
             event.succeed()
             queue.pop(0)
+
+
+class LeanStore:
+    """simpy.Store's behaviour (a FIFO of items, `capacity` at most) for a trainer's buffer, with
+    its event order: as SimPy's store, each trigger tries only the head of the queue (its
+    `_do_put`/`_do_get` never ask the scan to go on)."""
+
+    def __init__(self, env: simpy.Environment, capacity: float = float("inf")) -> None:
+        if capacity <= 0:
+            raise ValueError('"capacity" must be > 0.')
+        self._env = env
+        self.capacity = capacity
+        self.items: list = []
+        self.put_queue: list[simpy.Event] = []
+        self.get_queue: list[simpy.Event] = []
+
+    def put(self, item) -> simpy.Event:
+        event = simpy.Event(self._env)
+        event.item = item  # type: ignore[attr-defined]
+        event.callbacks.append(self._trigger_get)  # type: ignore[union-attr]
+        self.put_queue.append(event)
+        self._trigger_put(None)
+        return event
+
+    def get(self) -> simpy.Event:
+        event = simpy.Event(self._env)
+        event.callbacks.append(self._trigger_put)  # type: ignore[union-attr]
+        self.get_queue.append(event)
+        self._trigger_get(None)
+        return event
+
+    def _trigger_put(self, _event: simpy.Event | None) -> None:
+        if self.put_queue and len(self.items) < self.capacity:
+            event = self.put_queue.pop(0)
+            self.items.append(event.item)  # type: ignore[attr-defined]
+            event.succeed()
+
+    def _trigger_get(self, _event: simpy.Event | None) -> None:
+        if self.get_queue and self.items:
+            self.get_queue.pop(0).succeed(self.items.pop(0))

@@ -35,9 +35,9 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 
 from sim.workloads.ingestion.ledger import SampleLedger, subtract
+from sim.workloads.ingestion.levels import LeanStore
 
 
 @dataclass(frozen=True)
@@ -412,7 +412,7 @@ class Trainer:
         self.step_flows = step_flows  # batch -> the (src, dst, bytes) flows its step moves, or None
         self.demand_samples_per_s = demand_samples_per_s
         self.capacity = buffer_batches
-        self.buffer = simpy.Store(sim.env)
+        self.buffer = LeanStore(sim.env)
         self.credits = credits
         self.window = window
         self.stall_s = 0.0  # inside the window

@@ -8,7 +8,7 @@ import pytest
 import simpy
 
 from sim.engine.simulation import CountingEnvironment
-from sim.workloads.ingestion.levels import LeanContainer
+from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 
 
 def _trace(make, seed: int) -> list:
@@ -62,3 +62,43 @@ def test_lean_container_rejects_what_simpy_rejects():
         box.put(-1)
     with pytest.raises(ValueError):
         LeanContainer(env, capacity=4, init=5)
+
+
+def _store_trace(make, seed: int) -> list:
+    env = CountingEnvironment()
+    store = make(env)
+    rng = np.random.default_rng(seed)
+    log: list = []
+
+    def producer(k: int):
+        for j in range(30):
+            delay = float(rng.choice([0.0, 0.3, 1.0]))
+            if delay:
+                yield env.timeout(delay)
+            event = store.put((k, j))
+            if j % 2:
+                yield event
+            log.append((env.now, "put", k, j, len(store.items)))
+
+    def consumer(k: int):
+        for j in range(40):
+            item = yield store.get()
+            log.append((env.now, "got", k, j, item, len(store.items)))
+            delay = float(rng.choice([0.0, 0.5]))
+            if delay:
+                yield env.timeout(delay)
+
+    for k in range(3):
+        env.process(producer(k))
+        env.process(consumer(k))
+    env.run(until=100)
+    log.append(("end", env.now, env.events_processed, list(store.items), len(store.get_queue), len(store.put_queue)))
+    return log
+
+
+@pytest.mark.parametrize("capacity", [float("inf"), 2])
+@pytest.mark.parametrize("seed", range(3))
+def test_lean_store_equals_simpy_store(seed, capacity):
+    lean = _store_trace(lambda env: LeanStore(env, capacity), seed)
+    assert lean == _store_trace(lambda env: simpy.Store(env, capacity), seed)
+    assert len(lean) > 100
