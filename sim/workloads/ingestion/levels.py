@@ -1,13 +1,15 @@
-"""`LeanContainer`: simpy.Container's behaviour for a worker's cores, memory and output slots, at a
-fraction of its cost (issue 26: a 400-worker hour makes ~13M of these requests).
+"""`LeanContainer` and `LeanStore`: simpy.Container's and simpy.Store's behaviour for a worker's
+cores, memory and output slots and a trainer's buffer, at a fraction of their cost (issue 26: a
+400-worker hour makes ~20M of these requests).
 
 SimPy's container builds a `ContainerPut`/`ContainerGet` event per request through its generic
 resource machinery (bound classes, queue scans through `_do_put`/`_do_get` calls). This class keeps
 exactly its semantics and event order: a request is a plain `simpy.Event` appended to its queue;
 a put is tried at once and, when processed, retries the waiting gets; a get is tried at once and,
 when processed, retries the waiting puts; a queue is scanned from its head and the scan stops at
-the first request that cannot proceed (FIFO, no overtaking). tests/workloads/ingestion compares it
-with simpy.Container step by step.
+the first request that cannot proceed (FIFO, no overtaking); the store tries only the head of a
+queue per trigger, as SimPy's does. tests/workloads/ingestion/test_levels.py compares both with
+SimPy's step by step.
 """
 
 from __future__ import annotations
