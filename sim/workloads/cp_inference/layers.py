@@ -43,8 +43,9 @@ from collections import defaultdict
 
 from sim.engine.replay import delay_to
 from sim.models.kernel import Kernel
+from sim.network.operation_cost import OperationCost, operation_cost
 from sim.network.pipeline import run_pipelined
-from sim.workloads.cp_inference.comm_cost import LATENCY_PREFIX, OperationCost, operation_cost
+from sim.workloads.cp_inference.latency_parts import LATENCY_PREFIX
 from sim.workloads.cp_inference.plan import LayerPlan
 from sim.workloads.cp_inference.replay import LayerRecording
 from sim.workloads.parallel_layout import ParallelLayout

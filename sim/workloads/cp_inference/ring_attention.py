@@ -138,7 +138,7 @@ def choose_ring(
 
     Times are uncontended estimates for one layer's step on one GPU, from the hardware model;
     `kv_send_s` and `q_send_s` are the bytes' time (BW is achieved bandwidth), `send_latency_s` the
-    per-send software latency (NCCL's, comm_cost.py) added to both in the exposed terms;
+    per-send software latency (NCCL's, sim/network/operation_cost.py) added to both in the exposed terms;
     `all2all_s` includes its own.
     """
     achieved_c = attention_step_flop / attention_step_s if attention_step_s > 0 else math.inf

@@ -31,7 +31,7 @@ ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first 
 `kv_read_hbm_s`, `kernel_launches`, `launch_overhead_s` and `attention_kernel`: what dominates a partial
 prefill against a long persistent KV cache), `decode_costs` (the same terms for the first decode step),
 `ring_choice_per_request` (each prefill's `ring_choice`), `prefill_comm_latency_s` and `decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software
-latency charged to ring_sends, all2all and tp_allreduce - comm_cost.py - contained in the breakdown's
+latency charged to ring_sends, all2all and tp_allreduce - sim/network/operation_cost.py - contained in the breakdown's
 ring_exposed / all2all / tp_allreduce where it is not hidden under attention),
 `memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
 tokens of all requests; energy_per_token_j is the run's energy over them).
@@ -55,8 +55,9 @@ from sim.models.transformer import (
     resolve_model,
     tp_problem,
 )
+from sim.network.operation_cost import operation_cost
 from sim.workloads.base import WorkloadBase
-from sim.workloads.cp_inference.comm_cost import LATENCY_PARTS, operation_cost
+from sim.workloads.cp_inference.latency_parts import LATENCY_PARTS
 from sim.workloads.cp_inference.layers import CpInferenceLayout, PhaseRun
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 from sim.workloads.cp_inference.ring_attention import (

@@ -37,7 +37,7 @@ from hardware_models.gpu import DTYPE_BYTES
 from sim.models.moe import MoETransformerSpec
 from sim.models.transformer import TensorShard, TransformerSpec, layer_elementwise_bytes, layer_gemms, lm_head_gemm
 from sim.network.collectives import choose, estimate_s
-from sim.workloads.cp_inference.comm_cost import operation_cost
+from sim.network.operation_cost import operation_cost
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 from sim.workloads.cp_inference.ring_attention import choose_ring, local_cached, padded_tokens, ring_messages
 
@@ -94,7 +94,7 @@ class IterationCost:
     # ---- communication estimates (uncontended, from the network) ---------------------------------
     def send_s(self, nbytes: float) -> float:
         """A ring send to the next CP rank as cp_inference times it: NCCL's software latency
-        (cp_inference/comm_cost.py), then the bytes times the protocol's wire factor."""
+        (sim/network/operation_cost.py), then the bytes times the protocol's wire factor."""
         if nbytes <= 0 or self.cp == 1:
             return 0.0
         if nbytes not in self._send:

@@ -1,4 +1,4 @@
-"""NCCL's per-operation latency in context-parallel inference (comm_cost.py).
+"""NCCL's per-operation latency in context-parallel inference (sim/network/operation_cost.py).
 
 Every ring send, All2All and TP all-reduce is one NCCL operation and pays NCCL's base latency plus
 its hop latency (sim/network/nccl.py) on top of its bytes. On an idle network a send of a one-step
@@ -15,8 +15,8 @@ from test_cp_inference import TINY, metrics, tiny
 from hardware_models import catalog
 from sim.models.transformer import resolve_model
 from sim.network import nccl
+from sim.network.operation_cost import operation_cost
 from sim.runner import run
-from sim.workloads.cp_inference.comm_cost import operation_cost
 from sim.workloads.cp_inference.plan import Phase, Precision, plan_layer
 
 

@@ -1,7 +1,7 @@
-"""What a cp_inference communication operation costs beyond its bytes: NCCL's per-operation latency.
+"""What one communication operation costs beyond its bytes: NCCL's per-operation latency.
 
-Every ring send (pass-KV block or pass-Q queries), every pass-Q All2All and every TP all-reduce is
-one NCCL operation. NCCL's tuner (sim/network/nccl.py, constants from NCCL 2.21.5, see
+Every NCCL operation a workload issues (cp_inference's ring sends, pass-Q All2All and TP all-reduces;
+training's TP / CP / EP collectives and pipeline sends; serving's sends) is one NCCL operation. NCCL's tuner (sim/network/nccl.py, constants from NCCL 2.21.5, see
 docs/references.md#nccl-protocols) charges each operation
 
     base latency (kernel launch, proxy and protocol set-up) + sum over steps of the hop latency
@@ -14,9 +14,9 @@ TP8) take LL: about 6.6 us per operation plus 2.7 us per network hop, far more t
 endpoints and returns the *software latency*: base + the part of every step's hop latency that
 exceeds the topology's path latency (the flows already pay the path latency on the network), and
 the protocol's wire factor (LL moves 2 wire bytes per data byte), by which the flows' bytes are
-scaled. Sends and All2All pay it as a wait on the sender's comm stream before their flows; TP
-all-reduces run NCCL's plan itself (sim/network/pipeline.py), whose latency part is reported the
-same way. Nothing here is a new constant: all numbers come from sim/network/nccl.py.
+scaled. Workloads pay it as a wait before the operation's flows (cp_inference's sends and All2All
+on the sender's comm stream; training's collectives and pipeline sends), or run NCCL's plan itself
+(cp_inference's TP all-reduces, sim/network/pipeline.py), whose latency part is reported the same way. Nothing here is a new constant: all numbers come from sim/network/nccl.py.
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ from dataclasses import dataclass
 
 from sim.network.collectives import Step, plan
 from sim.network.nccl import CollectivePlan, StepCosts
-
-LATENCY_PREFIX = "latency:"  # breakdown keys of the software latency (split out of the time parts)
-LATENCY_PARTS = ("ring_sends", "all2all", "tp_allreduce")
 
 
 @dataclass(frozen=True)
