@@ -24,6 +24,7 @@ from collections import defaultdict
 import numpy as np
 
 from sim.network.collectives import Step, candidates, choose, schedule
+from sim.network.operation_cost import operation_cost
 from sim.workloads.parallel_layout import ParallelLayout
 
 
@@ -37,6 +38,7 @@ class GroupComm:
         self.network, self.devices, self.tp, self.cp, self.algorithm = network, devices, tp, cp, algorithm
         self.ep = ep
         self._steps: dict[tuple, list] = {}
+        self._latency: dict[tuple, float] = {}
         self._link_kind: dict[str, str] = {}
 
     def subgroups(self, kind: str) -> list[list[str]]:
@@ -49,19 +51,32 @@ class GroupComm:
 
     def steps(self, kind: str, op: str, nbytes: float) -> list:
         """One schedule running every subgroup's collective at once (step k of each together). An
-        all-to-all runs `direct` or `ring` as `collective_algorithm` says, else the faster of them."""
+        all-to-all runs `direct` or `ring` as `collective_algorithm` says, else the faster of them.
+        The flows carry the wire bytes of NCCL's protocol for the operation (`latency_s`)."""
         key = (kind, op, nbytes)
         if key not in self._steps:
             groups = self.subgroups(kind)
             if len(groups[0]) < 2:
-                self._steps[key] = []
+                self._steps[key], self._latency[key] = [], 0.0
             else:
                 algorithm = self.algorithm if op != "all_to_all" or self.algorithm in candidates(op) else "auto"
                 algo, first = choose(self.network, op, algorithm, groups[0], nbytes)
+                cost = operation_cost(self.network, op, groups[0], nbytes, algo)
                 host_of = self.network.topology.host_of
-                per_group = [first] + [schedule(op, algo, g, nbytes, host_of) for g in groups[1:]]
+                wire = nbytes * cost.wire_factor
+                if cost.wire_factor != 1.0:
+                    first = schedule(op, algo, groups[0], wire, host_of)
+                per_group = [first] + [schedule(op, algo, g, wire, host_of) for g in groups[1:]]
                 self._steps[key] = [Step(f for s in per_group for f in s[k]) for k in range(len(first))]
+                self._latency[key] = cost.software_latency_s
         return self._steps[key]
+
+    def latency_s(self, kind: str, op: str, nbytes: float) -> float:
+        """NCCL's per-operation software latency of the collective (sim/network/operation_cost.py:
+        base latency and the hop latency beyond the path's, for the algorithm `steps` runs and the
+        protocol NCCL's tuner picks for the size), paid before its flows."""
+        self.steps(kind, op, nbytes)
+        return self._latency[(kind, op, nbytes)]
 
     def link_kind(self, kind: str) -> str:
         """The kind of link `kind`'s collectives leave a GPU by (`scale_up` inside a host, `nic`

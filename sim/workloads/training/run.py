@@ -14,7 +14,11 @@ gradients over the dp x cp / ep ranks holding the same experts. Per iteration:
    activations of the previous virtual stage, a backward for the gradient of the next one; each op
    runs its layers' kernels, blocking on their TP/CP collectives (Megatron without TP overlap; with
    `tp_comm_overlap` a TP all-gather/reduce-scatter runs beside its GEMM), then sends its output to
-   the neighbouring stage group as one flow per member (asynchronous: it overlaps the next op);
+   the neighbouring stage group as one flow per member (asynchronous: it overlaps the next op).
+   Every TP/CP/EP collective and every pipeline send is one NCCL operation: it pays NCCL's per-
+   operation software latency (sim/network/operation_cost.py: base latency and the hop latency beyond
+   the path's, for its algorithm and the protocol NCCL's tuner picks for the size) before its flows,
+   which carry the protocol's wire bytes;
 3. in a chunk's last backward, each unit's gradients are reduce-scattered (`ddp`: all-reduced) on the
    `comm` stream as soon as they are complete, overlapping the rest of the backward;
 4. the gradient-norm all-reduce over the pipeline (a barrier between the stages), then the
@@ -50,6 +54,7 @@ from sim.engine.replay import SpanTape, StepKey
 from sim.models.kernel import Kernel
 from sim.models.training_shapes import CommOp
 from sim.network.collectives import collective, run_schedule
+from sim.network.operation_cost import operation_cost
 from sim.workloads.training.accounting import DriverStats
 from sim.workloads.training.layout import (
     GroupComm,
@@ -140,7 +145,7 @@ class TrainingRun:
         self._rendezvous: dict[tuple, list] = {}
         self._segments: dict[tuple, Capture] = {}
         self._ops: dict[tuple, Capture] = {}
-        self._pp_flows: dict[tuple, tuple[list, StepKey]] = {}  # the p2p flows between two stages
+        self._pp_flows: dict[tuple, tuple[list, StepKey, float]] = {}  # p2p flows between two stages, latency
         self._dp_steps: dict[tuple, tuple[list, float, StepKey]] = {}  # (flows, fill latency, their key)
         self._dp_rings: dict[int, tuple[list, float]] = {}  # stage -> (DP rings, hop latency)
         self._expert_rings: dict[int, tuple[list, float]] = {}  # stage -> (expert DP rings, hop latency)
@@ -254,9 +259,8 @@ class TrainingRun:
                     waits.append(self.sim.timeout(item.duration_s * g.slowdown))
                 else:
                     steps = g.comm.steps(item.group, item.op, item.nbytes)
-                    waits.append(
-                        run_schedule(self.net, steps, name=f"{label} {item.name}") if steps else self.sim.timeout(0)
-                    )
+                    latency_s = g.comm.latency_s(item.group, item.op, item.nbytes)
+                    waits.append(self._collective(steps, latency_s, f"{label} {item.name}"))
             yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
             kernel_s, link, collective = 0.0, "local", None
             for item in group:
@@ -292,6 +296,19 @@ class TrainingRun:
         if self.replay:
             self._segments[key] = cap
         return cap
+
+    def _collective(self, steps: list, latency_s: float, name: str):
+        """A TP / CP / EP collective: NCCL's per-operation software latency, then its flows."""
+        if not steps:
+            return self.sim.timeout(0)
+        if latency_s <= 0:
+            return run_schedule(self.net, steps, name=name)
+
+        def proc():
+            yield self.sim.timeout(latency_s)
+            yield run_schedule(self.net, steps, name=name)
+
+        return self.sim.process(proc())
 
     def _overlap_groups(self, items) -> list[tuple]:
         """Items run one at a time, except (with `tp_comm_overlap`) a TP all-gather with the GEMM that
@@ -342,17 +359,26 @@ class TrainingRun:
         pp = self._pp_flows.get((g.d, g.s, s_to))
         if pp is None:
             dst = self.groups[(s_to, g.d)].devices
-            flows = [(a.node, b.node, self.plan.p2p_bytes) for a, b in zip(g.devices, dst)]
-            pp = self._pp_flows[(g.d, g.s, s_to)] = (flows, StepKey(f"pp {g.s}->{s_to} replica {g.d}"))
+            cost = operation_cost(self.net, "send_recv", [g.devices[0].node, dst[0].node], self.plan.p2p_bytes)
+            wire = self.plan.p2p_bytes * cost.wire_factor
+            flows = [(a.node, b.node, wire) for a, b in zip(g.devices, dst)]
+            step = StepKey(f"pp {g.s}->{s_to} replica {g.d}")
+            pp = self._pp_flows[(g.d, g.s, s_to)] = (flows, step, cost.software_latency_s)
         start = self.sim.now
-        done = self.net.transfer_many(pp[0], name=f"pp {kind}{mb} v{j_from}->v{j_to}", key=pp[1])
+        name = f"pp {kind}{mb} v{j_from}->v{j_to}"
         receiver = self.groups[(s_to, g.d)]
 
         def arrived(_e):
             receiver.stats.comm.append((start, self.sim.now))
             self._event(key).succeed()
 
-        done.callbacks.append(arrived)
+        def send(_e=None):
+            self.net.transfer_many(pp[0], name=name, key=pp[1]).callbacks.append(arrived)
+
+        if pp[2] > 0:  # NCCL's per-operation software latency of the send, then its flows
+            self.sim.timeout(pp[2]).callbacks.append(send)
+        else:
+            send()
 
     def _event(self, key: tuple):
         ev = self._events.get(key)
