@@ -132,6 +132,16 @@ class LinkTraffic:
         if len(used):
             self._add((t0, t1, used, link_bytes[used], None), len(used))
 
+    def on_links_repeated(self, t0: np.ndarray, t1: np.ndarray, link_bytes: np.ndarray) -> None:
+        """`on_links(t0[i], t1[i], link_bytes)` for every i, as one buffered chunk (a replayed step
+        or layer, sim/network/replay.py): the same entries, binned in another order."""
+        used = np.flatnonzero(link_bytes)
+        if len(used) and len(t0):
+            self._add(
+                (np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), used, link_bytes[used], None),
+                len(used) * len(t0),
+            )
+
     def on_subflows(
         self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
     ) -> None:
@@ -161,7 +171,7 @@ class LinkTraffic:
         chunks, self._chunks, self._entries = self._chunks, [], 0
         links = [c for c in chunks if c[4] is None]  # on_links: one interval, bytes per link
         subflows = [c for c in chunks if c[4] is not None]  # on_subflows: an interval per sub-flow
-        if links:
+        if links and all(np.ndim(c[0]) == 0 for c in links):  # one interval per call
             sizes = np.array([len(c[2]) for c in links])
             self._bin(
                 np.array([c[0] for c in links], dtype=float),
@@ -169,6 +179,18 @@ class LinkTraffic:
                 np.repeat(np.arange(len(links)), sizes),
                 np.concatenate([c[2] for c in links]),
                 np.concatenate([c[3] for c in links]),
+            )
+        elif links:  # repeated calls among them: interval-major entries of each chunk
+            times = [np.atleast_1d(c[0]) for c in links]
+            counts = np.array([len(t) for t in times])
+            sizes = np.array([len(c[2]) for c in links])
+            interval = np.repeat(np.arange(int(counts.sum())), np.repeat(sizes, counts))
+            self._bin(
+                np.concatenate(times),
+                np.concatenate([np.atleast_1d(c[1]) for c in links]),
+                interval,
+                np.concatenate([np.tile(c[2], n) for c, n in zip(links, counts)]),
+                np.concatenate([np.tile(c[3], n) for c, n in zip(links, counts)]),
             )
         if subflows:
             lengths = np.concatenate([np.asarray(c[4], dtype=np.int64) for c in subflows])

@@ -176,6 +176,17 @@ class TrafficTape:
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
         observers = self.network.traffic_observers
+        calls = self.calls
+        if all(hasattr(o, "on_links_repeated") for o in observers if hasattr(o, "on_links")):
+            # link bytes of every start at once per recorded call (binned in another order; the
+            # other calls, whose order their observers may depend on, go start by start below)
+            starts_s = np.asarray(starts, dtype=float)
+            for _, (t0, t1, link_bytes) in (c for c in calls if c[0] == "on_links"):
+                t0s, t1s = starts_s + (t0 - origin_s), starts_s + (t1 - origin_s)
+                for observer in observers:
+                    if hasattr(observer, "on_links"):
+                        observer.on_links_repeated(t0s, t1s, link_bytes)
+            calls = [c for c in calls if c[0] != "on_links"]
         relative = [
             (
                 m,
@@ -183,7 +194,7 @@ class TrafficTape:
                 if m == "on_flows"
                 else (a[0] - origin_s, a[1] - origin_s, *a[2:]),
             )
-            for m, a in self.calls
+            for m, a in calls
         ]
         for base in starts.tolist():
             for method, args in relative:

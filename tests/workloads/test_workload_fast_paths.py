@@ -292,6 +292,40 @@ def test_link_traffic_binned_in_batches_equals_binning_every_call():
             np.testing.assert_allclose(bins.values(), ref.values(), rtol=1e-9, atol=1e-12)
 
 
+def test_link_traffic_repeated_calls_equal_each_call_in_turn():
+    """A replayed tape hands LinkTraffic one recorded call's link bytes for every start at once
+    (`on_links_repeated`, sim/network/replay.py); the bins equal those of the calls one by one, mixed
+    with ordinary calls and flushes in between."""
+    from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
+
+    rng = np.random.default_rng(5)
+    links = 30
+    rows = rng.integers(0, 4, (links, 2))
+    coef = np.where(rng.random((links, 2)) < 0.8, rng.uniform(1e-9, 1e-8, (links, 2)), 0.0)
+
+    def traffic(batch):
+        return LinkTraffic([(rows, coef, AdaptiveBins(4, 32))], batch_entries=batch)
+
+    bulk, each = traffic(50), traffic(0)
+    for _ in range(60):
+        link_bytes = np.where(rng.random(links) < 0.5, rng.uniform(0, 1e6, links), 0.0)
+        t0 = np.sort(rng.uniform(0, 5e-3, int(rng.integers(1, 9))))
+        t1 = t0 + rng.uniform(0, 1e-4, len(t0))
+        if rng.random() < 0.3:  # an ordinary call between the repeated ones
+            bulk.on_links(float(t0[0]), float(t1[0]), link_bytes)
+            each.on_links(float(t0[0]), float(t1[0]), link_bytes)
+            continue
+        bulk.on_links_repeated(t0, t1, link_bytes)
+        for a, b in zip(t0.tolist(), t1.tolist()):
+            each.on_links(a, b, link_bytes)
+    bulk.flush()
+    each.flush()
+    assert bulk.bytes == pytest.approx(each.bytes, rel=1e-12)
+    (_, _, got), (_, _, ref) = bulk.row_sets[0], each.row_sets[0]
+    assert got.width_s == ref.width_s
+    np.testing.assert_allclose(got.values(), ref.values(), rtol=1e-9, atol=1e-12)
+
+
 def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_turn():
     from sim.engine.open_intervals import OpenIntervals
 
