@@ -1,7 +1,8 @@
 """What one communication operation costs beyond its bytes: NCCL's per-operation latency.
 
-Every NCCL operation a workload issues (cp_inference's ring sends, pass-Q All2All and TP all-reduces;
-training's TP / CP / EP collectives and pipeline sends; serving's sends) is one NCCL operation. NCCL's tuner (sim/network/nccl.py, constants from NCCL 2.21.5, see
+Every NCCL operation a workload issues (cp_inference's ring sends, pass-Q All2All and TP
+all-reduces; training's TP / CP / EP collectives and pipeline sends; serving's sends) is one NCCL
+operation. NCCL's tuner (sim/network/nccl.py, constants from NCCL 2.21.5, see
 docs/references.md#nccl-protocols) charges each operation
 
     base latency (kernel launch, proxy and protocol set-up) + sum over steps of the hop latency
@@ -16,7 +17,8 @@ exceeds the topology's path latency (the flows already pay the path latency on t
 the protocol's wire factor (LL moves 2 wire bytes per data byte), by which the flows' bytes are
 scaled. Workloads pay it as a wait before the operation's flows (cp_inference's sends and All2All
 on the sender's comm stream; training's collectives and pipeline sends), or run NCCL's plan itself
-(cp_inference's TP all-reduces, sim/network/pipeline.py), whose latency part is reported the same way. Nothing here is a new constant: all numbers come from sim/network/nccl.py.
+(cp_inference's TP all-reduces, sim/network/pipeline.py), whose latency part is reported the same
+way. Nothing here is a new constant: all numbers come from sim/network/nccl.py.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ ring_exposed, all2all, tp_allreduce; they add up to total), `ring_steps` (first 
 `prefill_breakdown_s_per_request` (each prefill's breakdown with its `comm_latency` parts,
 `kv_read_hbm_s`, `kernel_launches`, `launch_overhead_s` and `attention_kernel`: what dominates a partial
 prefill against a long persistent KV cache), `decode_costs` (the same terms for the first decode step),
-`ring_choice_per_request` (each prefill's `ring_choice`), `prefill_comm_latency_s` and `decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software
-latency charged to ring_sends, all2all and tp_allreduce - sim/network/operation_cost.py - contained in the breakdown's
+`ring_choice_per_request` (each prefill's `ring_choice`), `prefill_comm_latency_s` and
+`decode_comm_latency_s` (GPU 0, one phase: NCCL's per-operation software latency charged to
+ring_sends, all2all and tp_allreduce - sim/network/operation_cost.py - contained in the breakdown's
 ring_exposed / all2all / tp_allreduce where it is not hidden under attention),
 `memory_per_gpu_bytes`, `queue_s_per_request`, `prefill_s_per_request`, `tokens` (prompt and decode
 tokens of all requests; energy_per_token_j is the run's energy over them).
