@@ -70,30 +70,40 @@ def replay(trace, devices: int = 1, profile: Path = PROFILE, **workload):
 
 
 @pytest.fixture(scope="module")
-def this_cpu(tmp_path_factory) -> Path:
-    """This CPU's device profile, calibrated from the quick GEMM and copy primitives."""
+def recorded(tmp_path_factory) -> tuple[list[tuple[Path, float]], Path]:
+    """Five traces of the MLP's steps, each with the probe's time beside it (before and after), and
+    this CPU's device profile calibrated from the quick GEMM and copy primitives measured before and
+    after the traces and pooled (as `dcsim validate` does): calibration sees the machine the traces saw."""
     from validation import primitives
     from validation.calibrate import calibrate, nominal_cpu
+    from validation.measured.record_torch import probe_gemm_s, profile_mlp
     from validation.timing import Context
 
     ctx = Context.create("cpu", threads=1, quick=True)
-    records = primitives.measure_gemm(ctx) + primitives.measure_copy(ctx)
+
+    def measure_primitives() -> list:
+        return primitives.measure_gemm(ctx) + primitives.measure_copy(ctx)
+
+    measure_primitives()
+    traces = []
+    for i in range(5):
+        before = probe_gemm_s(*PROBE)
+        path = profile_mlp(tmp_path_factory.mktemp("mlp") / f"mlp{i}.json", steps=6)
+        traces.append((path, (before * probe_gemm_s(*PROBE)) ** 0.5))
+    records = measure_primitives()  # each record holds both passes' samples
     cal = calibrate(records, nominal_cpu(1), "this-cpu-1t", tmp_path_factory.mktemp("profile"))
     assert cal.device_path is not None
-    return Path(cal.device_path)
+    return traces, Path(cal.device_path)
 
 
 @pytest.fixture(scope="module")
-def mlp(tmp_path_factory):
-    """Three traces of the MLP's steps, each with the probe's time beside it (before and after)."""
-    from validation.measured.record_torch import probe_gemm_s, profile_mlp
+def mlp(recorded) -> list[tuple[Path, float]]:
+    return recorded[0]
 
-    out = []
-    for i in range(3):
-        before = probe_gemm_s(*PROBE)
-        path = profile_mlp(tmp_path_factory.mktemp("mlp") / f"mlp{i}.json")
-        out.append((path, (before * probe_gemm_s(*PROBE)) ** 0.5))
-    return out
+
+@pytest.fixture(scope="module")
+def this_cpu(recorded) -> Path:
+    return recorded[1]
 
 
 @pytest.fixture(scope="module")
@@ -113,9 +123,9 @@ def test_trace_ops_become_cases_and_the_rest_is_listed_unmatched(mlp, capsys, tm
     assert all(c["predicted_s"] > 0 and c["method"] == "device model" for c in gemms)
     # 256-512-512-256: forward addmm of each layer, backward mm for weights (3) and inputs (2)
     assert {c["name"].split()[0] for c in gemms} == {"aten::addmm", "aten::mm"}
-    assert sum(c["count"] for c in gemms) == 3 * (3 + 5)
+    assert sum(c["count"] for c in gemms) == 6 * (3 + 5)
     steps = [c for c in data["cases"] if c["category"] == "step"]
-    assert [c["name"] for c in steps] == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    assert [c["name"] for c in steps] == [f"ProfilerStep#{i}" for i in range(1, 7)]
     assert all(c["predicted_s"] > 0 for c in steps)
     unmatched = {u["name"] for u in data["unmatched"]}
     assert {"aten::t", "aten::as_strided"} <= unmatched and not unmatched & {"aten::mm", "aten::addmm"}
