@@ -67,7 +67,8 @@ def cp_scaling_runs(
 
 
 def sweep_runs(scenario: Scenario, key: str, values: Iterable, extra: dict | None = None) -> pd.DataFrame:
-    """One run per value of `key` (plus fixed `extra` overrides): scalar metrics per row."""
+    """One run per value of `key` (plus fixed `extra` overrides): scalar and top-level text metrics
+    (e.g. ingestion's `bounding_stage`) per row."""
     rows = []
     for value in values:
         result = run(with_overrides(scenario, {**(extra or {}), key: value}))
@@ -78,6 +79,7 @@ def sweep_runs(scenario: Scenario, key: str, values: Iterable, extra: dict | Non
                 "wall_s": result.wall_s,
                 "bottleneck": result.bottleneck["resource"],
                 **scalar_metrics(result.metrics),
+                **{k: v for k, v in result.metrics.items() if isinstance(v, str)},
             }
         )
     return pd.DataFrame(rows)
