@@ -21,7 +21,6 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import networkx as nx
 import numpy as np
 from pydantic import Field, model_validator
 
@@ -31,6 +30,8 @@ from hardware_models.spec import Spec
 from hardware_models.units import Seconds
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from hardware_models.routing import BatchRouter
 
 TopologyKind = Literal["single-switch", "fat-tree", "rail-optimized", "clos3", "ring", "torus", "graph"]
@@ -103,7 +104,8 @@ class Topology:
     _first_hop: dict[str, str] = field(default_factory=dict)  # endpoint -> first switch
     _host_of: dict[str, int] = field(default_factory=dict)
     _parent: dict[str, str] = field(default_factory=dict)  # tier/media node -> node it hangs off
-    _switch_graph: nx.Graph | None = None
+    _switch_nodes: list[str] = field(default_factory=list)  # sorted
+    _fabric: list[tuple[str, str]] = field(default_factory=list)  # switch-to-switch links, once per duplex pair
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: BatchRouter | None = None
     _hops: dict = field(default_factory=dict)  # switch graph as CSR and hop distances per switch (lazy)
@@ -112,6 +114,8 @@ class Topology:
     def graph(self) -> nx.DiGraph:
         """The directed graph of every link (edge attributes: capacity, latency, kind, id), built on
         demand from the link arrays (so it shows capacities as they are now, e.g. after stragglers)."""
+        import networkx as nx  # lazy: routing needs no networkx (start-up, issue 26)
+
         g = nx.DiGraph()
         g.add_edges_from(
             (u, v, {"capacity": float(c), "latency": float(l), "kind": k, "id": i})
@@ -119,6 +123,16 @@ class Topology:
                 zip(self.link_src, self.link_dst, self.capacity, self.latency, self.link_kind)
             )
         )
+        return g
+
+    @property
+    def switch_graph(self) -> nx.Graph:
+        """The undirected graph of the switches and the links between them (built on demand)."""
+        import networkx as nx
+
+        g = nx.Graph()
+        g.add_nodes_from(self._switch_nodes)
+        g.add_edges_from(self._fabric)
         return g
 
     def route_batch(self, srcs: list[str], dsts: list[str]):
@@ -196,14 +210,10 @@ class Topology:
         from every other switch, so its row is that one's plus one: no search of its own."""
         hops = self._hops
         if "adjacency" not in hops:
-            assert self._switch_graph is not None, "switch hop distances of a topology without switches"
-            order = list(self._switch_graph.nodes)
-            hops.update(
-                adjacency=nx.to_scipy_sparse_array(self._switch_graph, nodelist=order, format="csr"),
-                index={n: i for i, n in enumerate(order)},
-                order=order,
-                rows={},
-            )
+            assert self._switch_nodes, "switch hop distances of a topology without switches"
+            order = self._switch_nodes
+            index = {n: i for i, n in enumerate(order)}
+            hops.update(adjacency=_adjacency(self._fabric, index), index=index, order=order, rows={})
         rows = hops["rows"]
         if node not in rows:
             i = hops["index"][node]
@@ -229,7 +239,7 @@ class Topology:
         order, index = self._hops["order"], self._hops["index"]
         length = float(from_a[index[b]])
         if not math.isfinite(length):
-            raise nx.NetworkXNoPath(f"no path between {a} and {b}")
+            raise NoPathError(f"no path between {a} and {b}")
         on_path = np.flatnonzero(from_a + to_b == length)
         levels: list[list[str]] = [[] for _ in range(int(length) + 1)]
         for i, level in zip(on_path.tolist(), from_a[on_path].tolist()):
@@ -253,10 +263,27 @@ class Topology:
                 paths = self._few_shortest_paths(a, b)
                 if paths is None:  # more than max_paths: networkx's enumeration picks which
                     paths = []
-                    for nodes in nx.all_shortest_paths(self._switch_graph, a, b):
+                    from networkx import all_shortest_paths
+
+                    for nodes in all_shortest_paths(self.switch_graph, a, b):
                         paths.append(tuple(self._edge_id[(u, v)] for u, v in zip(nodes, nodes[1:])))
                         if len(paths) >= self.max_paths:
                             break
                 paths.sort()
             self._switch_paths[key] = paths
         return self._switch_paths[key]
+
+
+class NoPathError(ValueError):
+    """Two switches of a topology are not connected."""
+
+
+def _adjacency(fabric: list[tuple[str, str]], index: dict[str, int]):
+    """The switch graph's adjacency (CSR, 1 per connected pair, both directions; parallel links
+    count once), rows in `index` order."""
+    import scipy.sparse as sp  # lazy, as scipy.sparse.csgraph in `_hop_distances`
+
+    pairs = {(index[u], index[v]) for u, v in fabric} | {(index[v], index[u]) for u, v in fabric}
+    rows, cols = (np.array(c, dtype=np.int64) for c in zip(*sorted(pairs))) if pairs else (np.zeros(0, np.int64),) * 2
+    n = len(index)
+    return sp.csr_array((np.ones(len(rows)), (rows, cols)), shape=(n, n))

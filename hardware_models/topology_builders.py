@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 
 from hardware_models.memory import MemoryTierSpec
@@ -123,9 +122,8 @@ def build_topology(
             for medium in pool.media:
                 b.hang(f"{name}/{medium.name}", name, medium, parents)
         pool_nodes[pool.name] = names
-    switch_graph = nx.Graph()
-    switch_graph.add_nodes_from(sorted(b.switches))
-    switch_graph.add_edges_from(b.fabric)
+    switch_nodes = sorted(b.switches)  # then fabric ends not declared switches, as first seen
+    switch_nodes += list(dict.fromkeys(n for pair in b.fabric for n in pair if n not in b.switches))
     topo = Topology(
         devices=[d for devs in hosts for d in devs],
         hosts=hosts,
@@ -141,7 +139,8 @@ def build_topology(
         _first_hop=b.first_hop,
         _host_of=host_of,
         _parent=parents,
-        _switch_graph=switch_graph,
+        _switch_nodes=switch_nodes,
+        _fabric=list(b.fabric),
     )
     return topo
 
@@ -276,6 +275,8 @@ def _graph_file(b: _Builder, spec: TopologySpec, hosts, nic) -> list[str]:
     path = Path(spec.file)
     if not path.is_file():
         raise ValueError(f"topology file {spec.file!r} not found")
+    import networkx as nx  # lazy: only graph files need it (start-up, issue 26)
+
     if path.suffix.lower() in (".graphml", ".xml"):
         try:
             g = nx.read_graphml(path)

@@ -2,7 +2,8 @@
 
 `import sim`, `import sim.cli` and `dcsim --help` load no heavy library (pandas, matplotlib, scipy,
 dask, torch, pint) and no workload package; a scenario loads the package of its own kind only, and
-running a small one needs no matplotlib, scipy, dask or torch. Each check runs in a fresh
+running a small one needs no matplotlib, scipy, dask, torch or networkx (routing works on the link
+arrays; networkx only for a graph file or a `graph` view). Each check runs in a fresh
 interpreter (a subprocess) and reads its `sys.modules`.
 """
 
@@ -59,10 +60,10 @@ def test_the_cli_and_the_package_import_nothing_heavy(code):
 def test_loading_a_scenario_imports_its_own_kind_only():
     loaded = loaded_after(f"from sim import load_scenario\nload_scenario({ALLREDUCE!r})")
     assert _kinds_loaded(loaded) == {"collective"}
-    assert not loaded & {"matplotlib", "scipy", "dask", "torch"}  # (pandas, networkx: the cluster's modules)
+    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "networkx"}  # (pandas: the cluster's modules)
 
 
-def test_a_small_run_needs_no_plotting_scipy_dask_torch_or_pint(tmp_path):
+def test_a_small_run_needs_no_plotting_scipy_dask_torch_pint_or_networkx(tmp_path):
     run = (
         "import io, contextlib\nfrom sim.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -73,5 +74,5 @@ def test_a_small_run_needs_no_plotting_scipy_dask_torch_or_pint(tmp_path):
     )
     loaded_after(run, tmp_path)  # the first run asks pint for the units' factors and remembers them
     loaded = loaded_after(run, tmp_path)
-    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "pint"}, sorted(loaded)
+    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "pint", "networkx"}, sorted(loaded)
     assert _kinds_loaded(loaded) == {"collective"}

@@ -25,14 +25,14 @@ TOPOLOGIES = [
 
 def networkx_paths(topo, a, b):
     return sorted(
-        tuple(topo.link_id(u, v) for u, v in zip(p, p[1:])) for p in nx.all_shortest_paths(topo._switch_graph, a, b)
+        tuple(topo.link_id(u, v) for u, v in zip(p, p[1:])) for p in nx.all_shortest_paths(topo.switch_graph, a, b)
     )
 
 
 @pytest.mark.parametrize("hardware", TOPOLOGIES, ids=lambda h: h["topology"]["kind"])
 def test_switch_paths_are_networkx_shortest_paths(hardware):
     topo = make_cluster(**hardware).topology
-    switches = list(topo._switch_graph.nodes)
+    switches = list(topo.switch_graph.nodes)
     for a, b in itertools.permutations(switches, 2):
         assert topo.switch_paths(a, b) == networkx_paths(topo, a, b), (a, b)
 
@@ -40,7 +40,7 @@ def test_switch_paths_are_networkx_shortest_paths(hardware):
 @pytest.mark.parametrize("hardware", TOPOLOGIES, ids=lambda h: h["topology"]["kind"])
 def test_hop_distances_match_a_breadth_first_search(hardware):
     topo = make_cluster(**hardware).topology
-    graph = topo._switch_graph
+    graph = topo.switch_graph
     order = list(graph.nodes)
     expected = shortest_path(nx.to_scipy_sparse_array(graph, nodelist=order), unweighted=True, directed=False)
     leaves = [n for n in order if graph.degree(n) == 1]
