@@ -12,7 +12,9 @@ granule - and its write link the write bandwidth; the link latency is the tier's
 
 Routing: endpoints (devices, pool hosts) hang off one first-hop switch; switch-to-switch paths are
 all shortest paths on the switch graph (up to `max_paths`, deterministic order), cached per switch
-pair. `routes(src, dst)` returns equal-cost paths as tuples of link ids.
+pair, found from hop distances (scipy's breadth-first search on the switch adjacency); networkx is
+imported only for views (`graph`, `switch_graph`), graph files and more than `max_paths` paths.
+`routes(src, dst)` returns equal-cost paths as tuples of link ids.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class Topology:
     _first_hop: dict[str, str] = field(default_factory=dict)  # endpoint -> first switch
     _host_of: dict[str, int] = field(default_factory=dict)
     _parent: dict[str, str] = field(default_factory=dict)  # tier/media node -> node it hangs off
-    _switch_nodes: list[str] = field(default_factory=list)  # sorted
+    _switch_nodes: list[str] = field(default_factory=list)  # the switches sorted, then other fabric ends
     _fabric: list[tuple[str, str]] = field(default_factory=list)  # switch-to-switch links, once per duplex pair
     _switch_paths: dict[tuple[str, str], list[tuple[int, ...]]] = field(default_factory=dict)
     _router: BatchRouter | None = None
