@@ -89,6 +89,9 @@ class EnergyMeter:
         self.inv = Inventory(cluster, hardware, pools)
         self.network = cluster.network
         self.spans = SpanActivity()
+        # (span, device) pairs merged at once by the report: ~300 B each while merged, so a block
+        # of 2^22 stays near 1.2 GiB however long the run (one block, the plain path, below that)
+        self.block_entries = 1 << 22
         self.fine = AdaptiveBins(len(CLASSES), FINE_BINS)
         self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
         cls, grp, coef = self.inv.link_coefficients()
@@ -270,32 +273,34 @@ class EnergyMeter:
         keys = list(rows_of_key)  # ascending, as filled
         counts[keys] = [len(rows) for _, rows in rows_of_key.values()]
         key_state[keys] = [state for state, _ in rows_of_key.values()]
-        ptr = np.r_[0, np.cumsum(counts)]
         flat = np.array([d for _, rows in rows_of_key.values() for d in rows], dtype=np.int64)
         sel = counts[key_ids] > 0 if len(key_ids) else np.zeros(0, dtype=bool)
         if not sel.any():
             return
         k_sel, s_sel, e_sel = key_ids[sel], start[sel], end[sel]
-        reps = counts[k_sel]
-        first = np.repeat(np.cumsum(reps) - reps, reps)
-        device = flat[np.repeat(ptr[k_sel], reps) + np.arange(int(reps.sum())) - first]
-        state = key_state[np.repeat(k_sel, reps)]
-        dev, s, e = union(device * 2 + state, np.repeat(s_sel, reps), np.repeat(e_sel, reps))
-        d, st = dev // 2, dev % 2
-        # sweep-line per device: counters of open compute / comm intervals between events
-        t = np.r_[s, e]
-        dd = np.r_[d, d]
-        dc = np.r_[np.where(st == 0, 1, 0), np.where(st == 0, -1, 0)]
-        dm = np.r_[np.where(st == 1, 1, 0), np.where(st == 1, -1, 0)]
-        order = np.lexsort((t, dd))
-        t, dd, c, m = t[order], dd[order], np.cumsum(dc[order]), np.cumsum(dm[order])
-        same = dd[1:] == dd[:-1]
-        t0, t1, dev_seg = t[:-1][same], t[1:][same], dd[:-1][same]
-        activity = np.where(c[:-1][same] > 0, 1.0, np.where(m[:-1][same] > 0, inv.site.gpu_comm_activity, 0.0))
-        busy = (activity > 0) & (t1 > t0)
-        t0, t1, dev_seg, activity = t0[busy], t1[busy], dev_seg[busy], activity[busy]
+        dev_group_arr = np.asarray(dev_group)
+        blocks = _row_blocks(flat, counts, np.bincount(k_sel, minlength=len(targets)), self.block_entries)
+        if len(blocks) > 1:  # several blocks spread separately: the bins must already cover the run
+            fine.fit(float(e_sel.max()))
+            coarse.fit(float(e_sel.max()))
+        for lo, hi in blocks:
+            if len(blocks) == 1:
+                b_flat, b_counts = flat, counts
+            else:
+                inside = (flat >= lo) & (flat < hi)
+                b_flat, b_counts = flat[inside], _segment_sums(inside, counts)
+            b_sel = b_counts[k_sel] > 0
+            segments = _device_segments(
+                b_flat, b_counts, key_state, k_sel[b_sel], s_sel[b_sel], e_sel[b_sel], inv.site.gpu_comm_activity
+            )
+            self._spread_gpu(segments, dev_group_arr, n_dev, fine, coarse)
+
+    def _spread_gpu(self, segments, dev_group: np.ndarray, n_dev: int, fine, coarse) -> None:
+        """GPU and chassis energy of per-device activity segments (t0, t1, device row, activity)."""
+        inv = self.inv
+        t0, t1, dev_seg, activity = segments
         gpu_j = activity * inv.gpu_dynamic_w * (t1 - t0)
-        groups = np.asarray(dev_group)[dev_seg]
+        groups = dev_group[dev_seg]
         fine.spread(np.full(len(t0), CLASS_ROW["gpu"]), t0, t1, gpu_j)
         coarse.spread(groups, t0, t1, gpu_j)
         on_gpu_host = dev_seg < n_dev
@@ -446,3 +451,50 @@ def per_unit_energy(metrics: dict, energy_j: float, avg_power_w: float) -> dict:
 
 def _positive(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _segment_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sums of `values` over consecutive segments of lengths `counts` (empty segments sum to 0)."""
+    c = np.r_[0, np.cumsum(values, dtype=np.int64)]
+    ptr = np.r_[0, np.cumsum(counts)]
+    return c[ptr[1:]] - c[ptr[:-1]]
+
+
+def _row_blocks(flat: np.ndarray, counts: np.ndarray, spans_per_key: np.ndarray, block_entries: int) -> list:
+    """Device rows cut into consecutive [lo, hi) blocks of about `block_entries` (span, device) pairs
+    each, so that per-device activity is merged a block at a time (bounded memory): each device's
+    pairs all fall in its own block. One block [0, rows) when everything fits."""
+    rows = int(flat.max()) + 1 if len(flat) else 1
+    load = np.bincount(flat, weights=np.repeat(spans_per_key, counts), minlength=rows)
+    total = float(load.sum())
+    if total <= block_entries:
+        return [(0, rows)]
+    cum = np.cumsum(load)
+    cuts = np.searchsorted(cum, np.arange(1, int(np.ceil(total / block_entries))) * block_entries, side="right")
+    edges = np.unique(np.r_[0, cuts, rows])
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def _device_segments(flat, counts, key_state, k_sel, s_sel, e_sel, comm_activity: float) -> tuple:
+    """Per device row: the spans of keys fanned out to their devices (CSR `flat`/`counts`), merged
+    per (device, compute|comm) and swept into segments (t0, t1, device, activity): activity 1 while
+    a compute interval is open, `comm_activity` while only communication is, device-major order."""
+    ptr = np.r_[0, np.cumsum(counts)]
+    reps = counts[k_sel]
+    first = np.repeat(np.cumsum(reps) - reps, reps)
+    device = flat[np.repeat(ptr[k_sel], reps) + np.arange(int(reps.sum())) - first]
+    state = key_state[np.repeat(k_sel, reps)]
+    dev, s, e = union(device * 2 + state, np.repeat(s_sel, reps), np.repeat(e_sel, reps))
+    d, st = dev // 2, dev % 2
+    # sweep-line per device: counters of open compute / comm intervals between events
+    t = np.r_[s, e]
+    dd = np.r_[d, d]
+    dc = np.r_[np.where(st == 0, 1, 0), np.where(st == 0, -1, 0)]
+    dm = np.r_[np.where(st == 1, 1, 0), np.where(st == 1, -1, 0)]
+    order = np.lexsort((t, dd))
+    t, dd, c, m = t[order], dd[order], np.cumsum(dc[order]), np.cumsum(dm[order])
+    same = dd[1:] == dd[:-1]
+    t0, t1, dev_seg = t[:-1][same], t[1:][same], dd[:-1][same]
+    activity = np.where(c[:-1][same] > 0, 1.0, np.where(m[:-1][same] > 0, comm_activity, 0.0))
+    busy = (activity > 0) & (t1 > t0)
+    return t0[busy], t1[busy], dev_seg[busy], activity[busy]

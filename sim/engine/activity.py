@@ -170,8 +170,30 @@ class SpanActivity:
         return self._key, self._start, self._end
 
 
-def union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge intervals into disjoint ones per group: returns (group, start, end), sorted."""
+def union(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, block: int = 1 << 22
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge intervals into disjoint ones per group: returns (group, start, end), sorted.
+
+    Groups are independent, so more than `block` intervals are merged a range of groups at a time
+    (about `block` intervals each) and the ranges concatenated in order: the working memory (~100 B
+    per interval merged at once) stays bounded however many intervals a long run gathers."""
+    if len(group) <= block:
+        return _union(group, start, end)
+    lo_group = int(group.min())
+    per_group = np.bincount(group - lo_group)
+    cum = np.cumsum(per_group)
+    cuts = np.searchsorted(cum, np.arange(1, -(-len(group) // block)) * block, side="right")
+    edges = np.unique(np.r_[0, cuts, len(per_group)]) + lo_group
+    parts = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = (group >= lo) & (group < hi)
+        parts.append(_union(group[inside], start[inside], end[inside]))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+
+def _union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`union` of intervals merged at once."""
     if not len(group):
         return group, start, end
     order = np.lexsort((start, group))

@@ -112,7 +112,9 @@ class RecorderTape:
     def __init__(self, recorder: Recorder) -> None:
         self.recorder = recorder
         self._rows0, self._dropped0 = len(recorder.rows), recorder.dropped
-        self._skeleton0 = self._skeleton1 = len(recorder.skeleton)
+        self._skeleton0 = recorder.skeleton.added
+        self.bones: list[tuple] = []  # the skeletons of the rows dropped while recording
+        self._bones_whole = True
         self.calls: list[tuple] = []  # observer calls: (component, track, category, start, end, units)
         self.rows: list[tuple] = []
         self.dropped = 0
@@ -126,7 +128,9 @@ class RecorderTape:
         recorder.observers.remove(self._on_span)
         self.rows = recorder.rows[self._rows0 :]
         self.dropped = recorder.dropped - self._dropped0
-        self._skeleton1 = len(recorder.skeleton)  # the dropped rows' skeletons (sim/engine/span_skeleton.py)
+        # the dropped rows' skeletons (sim/engine/span_skeleton.py), taken now: later ones may evict them
+        self.bones = recorder.skeleton.rows(self._skeleton0, recorder.skeleton.added)
+        self._bones_whole = self._skeleton0 >= recorder.skeleton.lost  # none evicted while recording
 
     def replayable(self, repetitions: int) -> int:
         """How many of the next `repetitions` replaying this tape reproduces exactly: past the
@@ -135,6 +139,8 @@ class RecorderTape:
         limit = recorder.limit
         if limit is None or len(self.rows) + self.dropped == 0:
             return repetitions
+        if not self._bones_whole:  # its copies would miss causes: simulate instead
+            return 0
         if self.dropped:  # exact only if the recorder was full all repetition long
             return repetitions if not self.rows else 0
         return max(0, min(repetitions, (limit - len(recorder.rows)) // len(self.rows)))
@@ -156,7 +162,7 @@ class RecorderTape:
         recorder, skeleton = self.recorder, self.recorder.skeleton
         rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat, *_ in self.rows]
         # the dropped rows' skeletons: (component, track, category, start, end, id, after, until)
-        bones = skeleton.rows(self._skeleton0, self._skeleton1)
+        bones = self.bones
         ids = [r[8] for r in self.rows] + [b[5] for b in bones]
         inside = {sid: k for k, sid in enumerate(ids)}
         ends = [r[4] for r in rows] + [b[4] - origin_s for b in bones]

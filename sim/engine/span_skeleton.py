@@ -4,8 +4,11 @@ A span recorder with a `trace_limit` keeps the first spans whole (names, bytes, 
 the plots) and drops the rest; the critical path is walked back from the end of the run, through
 exactly the spans dropped. So each dropped span leaves its skeleton: where it ran (component, track,
 category, interned as small integers), when (start, end) and its causes (id, after, until) - about
-50 bytes in flat arrays instead of a Python tuple of eight objects. `capacity` bounds it (then the
-path before the oldest skeleton is unknown, and the report says so).
+50 bytes in flat arrays instead of a Python tuple of eight objects. `capacity` bounds it: past it
+the oldest skeletons are evicted (a quarter of the capacity at a time), so the skeletons always hold
+the end of the run, where the walk starts; the path before the oldest one kept is unknown, and the
+report says so (`exact` false, the time before it `unrecorded`). Positions (`added`, `rows`) count
+every skeleton ever added, evicted ones included.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from array import array
 import numpy as np
 import pandas as pd
 
-SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, spans leave nothing (the path is then partial)
+SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, the oldest skeletons go (the path is then partial)
 
 
 class SpanSkeleton:
@@ -31,10 +34,35 @@ class SpanSkeleton:
         self.causes = array("q")  # 3 each: id, after, until
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (where n x 3, times n x 2, causes n x 3)
         self._chunked = 0
-        self.lost = 0  # spans past `capacity`, which left nothing
+        self.lost = 0  # the oldest skeletons, evicted past `capacity`
 
     def __len__(self) -> int:
+        """Skeletons held now."""
         return len(self.times) // 2 + self._chunked
+
+    @property
+    def added(self) -> int:
+        """Skeletons added so far, evicted ones included (the position of the next one)."""
+        return self.lost + len(self)
+
+    def _make_room(self, n: int) -> None:
+        """Evict the oldest skeletons until `n` more fit (down to 3/4 of the capacity at least)."""
+        if len(self) + n <= self.capacity:
+            return
+        self._flush()
+        keep = max(0, min(self.capacity * 3 // 4, self.capacity - n))
+        drop = len(self) - keep
+        while drop > 0 and self._chunks:
+            where, times, causes = self._chunks[0]
+            if len(times) <= drop:
+                self._chunks.pop(0)
+                taken = len(times)
+            else:  # copies: the evicted part's memory goes with it
+                self._chunks[0] = (where[drop:].copy(), times[drop:].copy(), causes[drop:].copy())
+                taken = drop
+            self._chunked -= taken
+            self.lost += taken
+            drop -= taken
 
     def code(self, text: str) -> int:
         """The small integer standing for a component, track or category name."""
@@ -47,8 +75,7 @@ class SpanSkeleton:
         self, component: str, track: str, category: str, start_s: float, end_s: float, sid: int, after: int, until: int
     ) -> None:
         if len(self) >= self.capacity:
-            self.lost += 1
-            return
+            self._make_room(1)
         key = (component, track, category)
         codes = self._triples.get(key)
         if codes is None:  # interned in this order the first time, as before
@@ -61,15 +88,18 @@ class SpanSkeleton:
     def add_many(self, where: np.ndarray, starts: np.ndarray, ends: np.ndarray, first_id: int, after: int) -> None:
         """Spans with codes `where` (n x 3, from `code`), consecutive ids from `first_id`, all started
         by `after` and ended by their own durations (the flows of one transfer)."""
-        n = min(len(where), max(0, self.capacity - len(self)))
-        self.lost += len(where) - n
+        total = len(where)
+        skip = max(0, total - self.capacity)  # more than fit at all: only the last ones
+        self.lost += skip
+        n = total - skip
         if n == 0:
             return
+        self._make_room(n)
         self._flush()  # keep the order in which spans were added
-        ids = np.arange(first_id, first_id + n, dtype=np.int64)
+        ids = np.arange(first_id + skip, first_id + total, dtype=np.int64)
         causes = np.column_stack([ids, np.full(n, after, dtype=np.int64), np.full(n, after, dtype=np.int64)])
-        times = np.column_stack([np.broadcast_to(starts, (len(where),))[:n], np.broadcast_to(ends, (len(where),))[:n]])
-        self._chunks.append((np.asarray(where[:n], dtype=np.int32), times.astype(float), causes))
+        times = np.column_stack([np.broadcast_to(starts, (total,))[skip:], np.broadcast_to(ends, (total,))[skip:]])
+        self._chunks.append((np.asarray(where[skip:], dtype=np.int32), times.astype(float), causes))
         self._chunked += n
 
     def _flush(self) -> None:
@@ -88,9 +118,10 @@ class SpanSkeleton:
         self.where, self.times, self.causes = array("i"), array("d"), array("q")
 
     def rows(self, start: int, stop: int) -> list[tuple]:
-        """Skeletons start..stop (in the order added) as (component, track,
-        category, start_s, end_s, id, after, until) tuples."""
+        """Skeletons at positions start..stop (`added` counts; evicted ones are left out) as
+        (component, track, category, start_s, end_s, id, after, until) tuples."""
         where, times, causes = self._arrays()
+        start, stop = max(start - self.lost, 0), max(stop - self.lost, 0)
         names = list(self._names)
         return [
             (names[w[0]], names[w[1]], names[w[2]], float(t[0]), float(t[1]), int(c[0]), int(c[1]), int(c[2]))

@@ -89,6 +89,15 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
     link_names = links["link"].to_numpy(dtype=object)
     sources = np.array([str(n).split("->", 1)[0] for n in link_names], dtype=object)
     network = kinds != "memory"
+    own_links: dict[str, np.ndarray] = {}  # component -> its network links (out of the loop: 100K+ links)
+    net_ids = np.flatnonzero(network)
+    if len(net_ids):
+        by_source = np.argsort(sources[net_ids], kind="stable")
+        src_sorted = sources[net_ids][by_source]
+        cuts = np.flatnonzero(src_sorted[1:] != src_sorted[:-1]) + 1
+        for part in np.split(net_ids[by_source], cuts):
+            own_links[str(sources[part[0]])] = part  # ascending link ids (stable sort)
+    no_links = np.zeros(0, dtype=np.int64)
     names, resources = [None] * len(path), path["resource"].to_numpy(dtype=object).tolist()
     routes: dict[tuple[str, str], list[int]] = {}
     categories = path["category"].to_numpy(dtype=object)
@@ -110,10 +119,9 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
         elif res in NETWORK_RESOURCES and name.endswith(" flows)") and network.any():  # a bulk transfer
             ids = [int(np.flatnonzero(network)[np.argmax(util[network])])]  # its flows go everywhere
         elif res in NETWORK_RESOURCES or wrapper:
-            own = network & (sources == comp)
-            if res in NETWORK_RESOURCES and (own & (kinds == res)).any():
-                own &= kinds == res
-            ids = np.flatnonzero(own)
+            ids = own_links.get(comp, no_links)
+            if res in NETWORK_RESOURCES and (kinds[ids] == res).any():
+                ids = ids[kinds[ids] == res]
         if len(ids) == 0:
             continue
         busiest = ids[int(np.argmax(util[ids]))]
@@ -298,12 +306,20 @@ def run_bottleneck(result) -> dict:
     `workload` when its kind adds one (`Workload.bottleneck`, sim/workloads/base.py)."""
     config = result.scenario.workload  # None: several jobs
     workload = workload_for(config.kind) if config is not None else None
-    return bottleneck_report(
+    skeleton = result.sim.recorder.skeleton
+    report = bottleneck_report(
         result.spans,
         result.links,
         result.cluster.topology,
         result.sim_time_s,
         result.sim.recorder.dropped,
         read=(lambda path: workload.read_critical_path(result, path)) if workload is not None else None,
-        skeletons=result.sim.recorder.skeleton.frame() if len(result.sim.recorder.skeleton) else None,
+        skeletons=skeleton.frame() if len(skeleton) else None,
     )
+    if skeleton.lost and not report["exact"]:  # say which spans went, and what to do about it
+        report["partial"] = (
+            f"the path reached the oldest of the last {len(skeleton):,} dropped spans kept (of "
+            f"{result.sim.recorder.dropped:,} dropped past trace_limit): the time before it is unrecorded; "
+            "a smaller run (fewer iterations, replicas or layers) is walked whole"
+        )
+    return report

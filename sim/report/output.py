@@ -38,8 +38,11 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text)
 
 
-def write_json(path: Path, obj) -> None:
-    write_text(path, json.dumps(obj, indent=2))
+def write_json(path: Path, obj, indent: int | None = 2) -> None:
+    """`obj` as JSON; `indent=None` writes it compact with the C encoder (json's indented output is
+    pure Python: ~10x slower on a trace of millions of events)."""
+    text = json.dumps(obj, indent=indent) if indent is not None else json.dumps(obj, separators=(",", ":"))
+    write_text(path, text)
 
 
 def write_run(result: RunResult, out_dir: str | Path, trace_window_s: tuple[float, float] | None = None) -> list[Path]:
@@ -62,7 +65,9 @@ def write_run(result: RunResult, out_dir: str | Path, trace_window_s: tuple[floa
     with atomic_path(target("links.csv")) as tmp:
         result.links.to_csv(tmp, index=False)
     write_json(
-        target("trace.json"), chrome_trace(spans, window_s=trace_window_s, metadata={"scenario": result.scenario.name})
+        target("trace.json"),
+        chrome_trace(spans, window_s=trace_window_s, metadata={"scenario": result.scenario.name}),
+        indent=None,
     )
     for name, draw in plots.run_plots(result):
         with atomic_path(target(f"{name}.png")) as tmp:

@@ -184,6 +184,36 @@ def test_energy_is_exact_when_the_span_recorder_drops_spans():
     assert {k: capped.metrics[k] for k in keys} == {k: full.metrics[k] for k in keys}
 
 
+def test_gpu_activity_merged_a_block_of_devices_at_a_time_gives_the_same_energy():
+    """The report merges (span, device) pairs a block of devices at a time (bounded memory on long
+    runs); blocks of 3 pairs give what one block gives, within float rounding."""
+
+    def schedule(sim, cluster):
+        for i, dev in enumerate(cluster.devices):
+            dev.run("gemm", 0.5 + 0.25 * i)  # compute [0, 0.5 + i/4]
+            dev.run("send", 1.0, stream="comm", category="comm")  # comm [0, 1]: partly under compute
+        sim.span("h1", "trainer", "train step", 0.0, 2.0, category="compute")  # all of h1's GPUs
+        yield sim.timeout(3.0)
+
+    def report(block_entries):
+        scenario = make_scenario({"kind": "collective", "bytes": 1}, **{**ROUND, "nodes": 2, "gpus_per_node": 4})
+        sim = Simulation(seed=0)
+        cluster = Cluster.build(sim, scenario.hardware, scenario.network_model, None)
+        meter = EnergyMeter(sim, cluster, scenario.hardware, [])
+        meter.block_entries = block_entries
+        sim.env.run(until=sim.process(schedule(sim, cluster)))
+        return meter.report(float(sim.now))
+
+    one, blocks = report(1 << 22), report(3)
+    assert one.metrics()["energy_j_by_class"] == pytest.approx(blocks.metrics()["energy_j_by_class"], rel=1e-12)
+    assert one.class_power().to_numpy() == pytest.approx(blocks.class_power().to_numpy(), rel=1e-12)
+    # h0's GPUs: compute 0.5, 0.75, 1.0, 1.25 s, then communicating up to 1 s (25% of 400 W);
+    # h1's: the host span keeps them computing for 2 s, the last one's own kernel to 2.25 s
+    h0 = sum(400 * c + 100 * max(0.0, 1.0 - c) for c in (0.5, 0.75, 1.0, 1.25))
+    h1 = sum(400 * max(2.0, c) for c in (1.5, 1.75, 2.0, 2.25))
+    assert one.metrics()["energy_j_by_class"]["gpu"] == pytest.approx(8 * 100 * 3 + h0 + h1)
+
+
 def test_same_scenario_and_seed_give_identical_energy_metrics():
     a = run(load_scenario("scenarios/allreduce-2x8-h100.yaml"))
     b = run(load_scenario("scenarios/allreduce-2x8-h100.yaml"))
@@ -276,6 +306,20 @@ def test_span_activity_union_matches_brute_force():
     names = [int(k[0][1:]) for k in activity.keys]
     assert np.allclose([busy[names.index(i)] for i in range(3)], grid.sum(axis=1) / 1000)
     assert len(union(keys, start, end)[0]) == len(keys)  # already disjoint
+
+
+def test_union_of_many_intervals_merges_a_range_of_groups_at_a_time_with_the_same_result():
+    rng = np.random.default_rng(1)
+    group = rng.integers(0, 40, 5000)
+    start = rng.integers(0, 10_000, 5000) / 1000.0
+    end = start + rng.integers(1, 500, 5000) / 1000.0
+    whole = union(group, start, end)
+    blocked = union(group, start, end, block=300)  # ~17 ranges of groups
+    for a, b in zip(whole, blocked):
+        assert np.array_equal(a, b)
+    g, s, e = whole
+    same = g[1:] == g[:-1]
+    assert (s[1:][same] > e[:-1][same]).all()  # disjoint and sorted within each group
 
 
 # ---- every workload kind ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ interned codes, in the same order of first use, as coding each name per call (is
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sim.engine.span_skeleton import SpanSkeleton
 
@@ -30,3 +31,36 @@ def test_cached_codes_equal_coding_every_call():
                 s.add(c, t, cat, float(i), float(i) + 0.25, i, i - 1, i - 2)
     assert cached.frame().equals(plain.frame())
     assert list(cached._names) == list(plain._names) and len(cached._triples) > 0
+
+
+def test_past_its_capacity_the_skeleton_keeps_the_newest_spans():
+    """The walk starts at the end of the run, so the oldest skeletons go first (a quarter of the
+    capacity at a time); positions (`added`, `rows`) count every skeleton ever added."""
+    skeleton = SpanSkeleton(capacity=8)
+    for i in range(20):
+        skeleton.add("g0", "compute", "compute", float(i), float(i) + 1, i, i - 1, i - 1)
+    assert len(skeleton) <= 8 and skeleton.added == 20 and skeleton.lost == 20 - len(skeleton)
+    kept = skeleton.frame()["id"].tolist()
+    assert kept == list(range(20 - len(skeleton), 20))  # the newest, in order
+    assert [r[5] for r in skeleton.rows(18, 20)] == [18, 19]  # positions, not indices
+    assert skeleton.rows(0, 5) == []  # evicted
+    where = np.zeros((30, 3), dtype=np.int32)
+    skeleton.add_many(where, np.arange(30.0), np.arange(30.0) + 1, 100, 19)  # more than fit at all
+    assert skeleton.frame()["id"].tolist() == list(range(122, 130)) and skeleton.added == 50
+
+
+def test_a_run_past_the_skeleton_capacity_reports_a_partial_path_with_an_exact_end(monkeypatch):
+    from sim.engine import span_skeleton
+    from sim.runner import run
+    from sim.scenario.model import load_scenario
+
+    scenario = load_scenario("tests/report/data/train-llama3-8b-tp8-dp8.yaml", ["trace_limit=50"])
+    whole = run(scenario).bottleneck
+    monkeypatch.setattr(span_skeleton.SpanSkeleton.__init__, "__defaults__", (300,))
+    cut = run(scenario)
+    assert cut.sim.recorder.skeleton.lost > 0
+    report = cut.bottleneck
+    assert whole["exact"] and not report["exact"] and "oldest of the last" in report["partial"]
+    path = report["critical_path"]
+    assert path["unrecorded"] > 0 and "idle" not in path  # never time after the kept spans called idle
+    assert sum(path.values()) == pytest.approx(sum(whole["critical_path"].values()), rel=1e-9)
