@@ -130,40 +130,81 @@ def as_seen_by(
         mine &= spans["track"] == track
     own = with_resources(spans[mine])
     pieces_own = _busy_pieces(own)
-    busy_start = [a for a, _, _ in pieces_own]
-    busy_end = [b for _, b, _ in pieces_own]
+    busy = _Coverage([a for a, _, _ in pieces_own], [b for _, b, _ in pieces_own])
     busy_res = [r for _, _, r in pieces_own]
-    starts, ends = np.array(busy_start), np.array(busy_end)
-    pieces: dict[tuple, float] = {}
-
-    def add(key: tuple, seconds: float) -> None:
-        if seconds > 0:
-            pieces[key] = pieces.get(key, 0.0) + seconds
-
-    def charge(a: float, b: float, key: tuple) -> None:
-        """Charge [a, b]: the component's own busy parts to what it ran, the rest to `key`."""
-        a = max(a, since_s)
-        if b <= a:
-            return
-        lo, hi = np.searchsorted(ends, a, side="right"), np.searchsorted(starts, b, side="left")
-        covered = 0.0
-        for k in range(lo, hi):
-            part = min(b, ends[k]) - max(a, starts[k])
-            if part > 0:
-                add((component, busy_res[k], None), part)
-                covered += part
-        add(key, (b - a) - covered)
-
-    links = path["link"] if "link" in path.columns else pd.Series([None] * len(path), index=path.index)
-    for comp, res, link, charged, gap, until in zip(
-        path["component"], path["resource"], links, path["charged_s"], path["gap_before_s"], path["charged_until_s"]
-    ):
-        charge(until - charged, until, (comp, waiting_for(res, comp), link))
-        charge(until - charged - gap, until - charged, (comp, GAP, None))
-    out = pd.DataFrame(
-        [(c, r, link, s) for (c, r, link), s in pieces.items()], columns=["component", "resource", "link", "charged_s"]
+    own_resources = sorted(set(busy_res))
+    per_resource = [
+        _Coverage(*zip(*[(a, b) for a, b, r in pieces_own if r == res], strict=True)) for res in own_resources
+    ]
+    # each path row charges [until - charged, until] to what it waited for and the gap before it to
+    # latency; the component's own busy parts of both go to what it ran
+    until = path["charged_until_s"].to_numpy(dtype=float)
+    charged = path["charged_s"].to_numpy(dtype=float)
+    gap = path["gap_before_s"].to_numpy(dtype=float)
+    n = len(path)
+    a = np.empty(2 * n)
+    b = np.empty(2 * n)
+    a[0::2], b[0::2] = until - charged, until
+    a[1::2], b[1::2] = until - charged - gap, until - charged
+    a = np.maximum(a, since_s)
+    length = np.where(b > a, b - a, 0.0)
+    b = np.maximum(a, b)
+    comps = path["component"].to_numpy(dtype=object)
+    links = path["link"].to_numpy(dtype=object) if "link" in path.columns else np.full(n, None, dtype=object)
+    seen: dict[tuple, str] = {}
+    waited = [
+        seen[key] if key in seen else seen.setdefault(key, waiting_for(*key))
+        for key in zip(path["resource"].to_numpy(dtype=object).tolist(), comps.tolist())
+    ]
+    key_comp = np.repeat(comps, 2)
+    key_res = np.empty(2 * n, dtype=object)
+    key_res[0::2], key_res[1::2] = waited, GAP
+    key_link = np.empty(2 * n, dtype=object)
+    key_link[0::2] = links
+    columns: list[tuple] = [(key_comp, key_res, key_link, length - (busy.upto(b) - busy.upto(a)))]
+    for res, cover in zip(own_resources, per_resource):
+        columns.append(
+            (
+                np.full(2 * n, component, dtype=object),
+                np.full(2 * n, res, dtype=object),
+                np.full(2 * n, None, dtype=object),
+                cover.upto(b) - cover.upto(a),
+            )
+        )
+    table = pd.DataFrame(
+        {
+            "component": np.concatenate([c[0] for c in columns]),
+            "resource": np.concatenate([c[1] for c in columns]),
+            "link": np.concatenate([c[2] for c in columns]),
+            "charged_s": np.concatenate([c[3] for c in columns]),
+        }
     )
+    table = table[table["charged_s"] > _NOISE_S * np.maximum(1.0, np.tile(length, len(columns)))]
+    out = table.groupby(["component", "resource", "link"], sort=False, dropna=False, observed=True)["charged_s"].sum()
+    out = out.reset_index().astype({"link": object})
+    out["link"] = out["link"].where(out["link"].notna(), None)
     return out.assign(gap_before_s=0.0, name="", category="", end_s=float(path["end_s"].max()) if len(path) else 0.0)
+
+
+_NOISE_S = 1e-12  # pieces shorter than this (relative to their interval) are rounding, not time
+
+
+class _Coverage:
+    """Disjoint sorted intervals and `upto(t)`: their total length before each t (vectorised)."""
+
+    def __init__(self, starts, ends) -> None:
+        self.starts, self.ends = np.asarray(starts, dtype=float), np.asarray(ends, dtype=float)
+        self.cum = np.r_[0.0, np.cumsum(self.ends - self.starts)]
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        if not len(self.starts):
+            return np.zeros(len(t))
+        k = np.searchsorted(self.ends, t, side="right")  # intervals wholly before t
+        inside = k < len(self.starts)
+        partial = np.zeros(len(t))
+        kk = k[inside]
+        partial[inside] = np.clip(t[inside] - self.starts[kk], 0.0, self.ends[kk] - self.starts[kk])
+        return self.cum[k] + partial
 
 
 COMMUNICATION = ("scale_up", "nic", "fabric", "host", "gpu:")
