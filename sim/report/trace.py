@@ -94,30 +94,30 @@ def chrome_trace(
                 "args": {"sort_index": tids[lane]},
             }
         )
+    sizes: dict[float, str] = {}  # format_bytes per distinct size (flows of a collective repeat them)
+    columns = ("component", "track", "name", "start_s", "end_s", "bytes", "flop", "category", "resource")
     for comp, track, name, start, end, nbytes, flop, cat, res in zip(
-        rows["component"],
-        rows["track"],
-        rows["name"],
-        rows["start_s"],
-        rows["end_s"],
-        rows["bytes"],
-        rows["flop"],
-        rows["category"],
-        rows["resource"],
+        *(
+            rows[c]
+            .to_numpy(dtype=object if c in ("component", "track", "name", "category", "resource") else float)
+            .tolist()
+            for c in columns
+        )
     ):
-        dur = max(float(end - start), 0.0)
+        dur = max(end - start, 0.0)
         args: dict = {"resource": res}
         if cat:
             args["category"] = cat
         if nbytes:
-            args["bytes"] = float(nbytes)
-            args["size"] = format_bytes(float(nbytes))
+            args["bytes"] = nbytes
+            size = sizes.get(nbytes)
+            args["size"] = size if size is not None else sizes.setdefault(nbytes, format_bytes(nbytes))
             if cat == "comm" and dur > 0:
-                args["rate_GB_per_s"] = round(float(nbytes) / dur / 1e9, 3)
+                args["rate_GB_per_s"] = round(nbytes / dur / 1e9, 3)
         if flop:
-            args["flop"] = float(flop)
+            args["flop"] = flop
             if dur > 0:
-                args["tflop_per_s"] = round(float(flop) / dur / 1e12, 3)
+                args["tflop_per_s"] = round(flop / dur / 1e12, 3)
         proc = lanes[(comp, track)][0]
         events.append(
             {
@@ -126,7 +126,7 @@ def chrome_trace(
                 "cat": cat or res,
                 "pid": pids[proc],
                 "tid": tids[(comp, track)],
-                "ts": float(start) * 1e6,
+                "ts": start * 1e6,
                 "dur": dur * 1e6,
                 "args": args,
             }
