@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
-from sim.engine.activity import SpanActivity, union
+from sim.engine.activity import SpanActivity, block_edges, union
 from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 from sim.engine.open_intervals import OpenIntervals
 from sim.engine.replay import StepKey
@@ -465,13 +465,7 @@ def _row_blocks(flat: np.ndarray, counts: np.ndarray, spans_per_key: np.ndarray,
     each, so that per-device activity is merged a block at a time (bounded memory): each device's
     pairs all fall in its own block. One block [0, rows) when everything fits."""
     rows = int(flat.max()) + 1 if len(flat) else 1
-    load = np.bincount(flat, weights=np.repeat(spans_per_key, counts), minlength=rows)
-    total = float(load.sum())
-    if total <= block_entries:
-        return [(0, rows)]
-    cum = np.cumsum(load)
-    cuts = np.searchsorted(cum, np.arange(1, int(np.ceil(total / block_entries))) * block_entries, side="right")
-    edges = np.unique(np.r_[0, cuts, rows])
+    edges = block_edges(np.bincount(flat, weights=np.repeat(spans_per_key, counts), minlength=rows), block_entries)
     return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 

@@ -181,15 +181,22 @@ def union(
     if len(group) <= block:
         return _union(group, start, end)
     lo_group = int(group.min())
-    per_group = np.bincount(group - lo_group)
-    cum = np.cumsum(per_group)
-    cuts = np.searchsorted(cum, np.arange(1, -(-len(group) // block)) * block, side="right")
-    edges = np.unique(np.r_[0, cuts, len(per_group)]) + lo_group
+    edges = block_edges(np.bincount(group - lo_group), block) + lo_group
     parts = []
     for lo, hi in zip(edges[:-1], edges[1:]):
         inside = (group >= lo) & (group < hi)
         parts.append(_union(group[inside], start[inside], end[inside]))
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+
+def block_edges(load: np.ndarray, block: float) -> np.ndarray:
+    """Edges 0 = e0 < e1 < ... = len(load) cutting consecutive items of `load` into ranges of about
+    `block` total load each (no item split; [0, len(load)] when the total fits in one)."""
+    total = float(load.sum())
+    if total <= block:
+        return np.array([0, len(load)])
+    cuts = np.searchsorted(np.cumsum(load), np.arange(1, int(np.ceil(total / block))) * block, side="right")
+    return np.unique(np.r_[0, cuts, len(load)])
 
 
 def _union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
