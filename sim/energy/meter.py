@@ -241,7 +241,7 @@ class EnergyMeter:
             elif t is not None and t[0] == "pool_gpu":
                 active.add(t[3])
         topo = inv.topology
-        for l in np.flatnonzero(self.network.link_bytes):
+        for l in np.flatnonzero(self.network.link_bytes != 0):
             for node in (topo.link_src[l], topo.link_dst[l]):
                 head = node.split("/")[0]
                 if head in inv.pool_of:

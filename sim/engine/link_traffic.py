@@ -89,7 +89,7 @@ class AdaptiveBins:
 
     def spread_interval(self, t0: float, t1: float, amounts_per_row: np.ndarray) -> None:
         """Add a vector of per-row amounts, all spread over the same [t0, t1]."""
-        rows = np.flatnonzero(amounts_per_row)
+        rows = np.flatnonzero(amounts_per_row != 0)
         if len(rows):
             self.spread(rows, t0, t1, amounts_per_row[rows])
 
@@ -127,19 +127,20 @@ class LinkTraffic:
         if self.flow_ends is not None:
             self.flow_ends(srcs, dsts, start_s, finish_s, key)
 
-    def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
-        used = np.flatnonzero(link_bytes)
-        if len(used):
-            self._add((t0, t1, used, link_bytes[used], None), len(used))
+    def on_links(self, t0: float, t1: float, links: np.ndarray, link_bytes: np.ndarray) -> None:
+        """`link_bytes[i]` moved on link `links[i]` (ascending ids) uniformly during [t0, t1]."""
+        links, link_bytes = _moved(links, link_bytes)
+        if len(links):
+            self._add((t0, t1, links, link_bytes, None), len(links))
 
-    def on_links_repeated(self, t0: np.ndarray, t1: np.ndarray, link_bytes: np.ndarray) -> None:
-        """`on_links(t0[i], t1[i], link_bytes)` for every i, as one buffered chunk (a replayed step
-        or layer, sim/network/replay.py): the same entries, binned in another order."""
-        used = np.flatnonzero(link_bytes)
-        if len(used) and len(t0):
+    def on_links_repeated(self, t0: np.ndarray, t1: np.ndarray, links: np.ndarray, link_bytes: np.ndarray) -> None:
+        """`on_links(t0[i], t1[i], links, link_bytes)` for every i, as one buffered chunk (a replayed
+        step or layer, sim/network/replay.py): the same entries, binned in another order."""
+        links, link_bytes = _moved(links, link_bytes)
+        if len(links) and len(t0):
             self._add(
-                (np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), used, link_bytes[used], None),
-                len(used) * len(t0),
+                (np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), links, link_bytes, None),
+                len(links) * len(t0),
             )
 
     def on_subflows(
@@ -220,10 +221,19 @@ class LinkTraffic:
             code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
             if len(pairs) * bins.rows <= 4 * len(code) + 4096:
                 sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)
-                codes = np.flatnonzero(sums)
+                codes = np.flatnonzero(sums != 0)
                 sums = sums[codes]
             else:
                 codes, inverse = np.unique(code, return_inverse=True)
                 sums = np.bincount(inverse.ravel(), c.ravel(), minlength=len(codes))
             k = codes // bins.rows
             bins.spread(codes % bins.rows, starts[k], ends[k], sums)
+
+
+def _moved(links: np.ndarray, link_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries that moved bytes (copies: the network may reuse its arrays)."""
+    link_bytes = np.asarray(link_bytes, dtype=float)
+    moved = link_bytes != 0
+    if moved.all():
+        return np.array(links, dtype=np.int64), link_bytes.copy()
+    return np.asarray(links, dtype=np.int64)[moved], link_bytes[moved]

@@ -222,7 +222,7 @@ def advance(
     if len(free):
         out.freed = st.release(np.asarray(free, dtype=np.int64))
 
-    touched = np.flatnonzero(counts)
+    touched = np.flatnonzero(counts != 0)
     c = counts[touched]
 
     # 1. allocation: the program's allocations, then first touches (address order)

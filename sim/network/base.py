@@ -83,7 +83,8 @@ class Network:
         self.bytes_sent = 0.0
         self.bytes_delivered = 0.0
         self.flows_started = 0
-        # objects with on_links(t0, t1, link_bytes) / on_subflows(t0, t1, flat, lengths, nbytes) that
+        # objects with on_links(t0, t1, links, link_bytes) (bytes moved on those links, sparse) /
+        # on_subflows(t0, t1, flat, lengths, nbytes) that
         # see every byte moved, and when, and optionally on_flows(srcs, dsts, start_s, finish_s, key) that
         # sees each transfer's endpoints (and step key) when it completes (sim/engine/link_traffic.py:
         # traffic- and activity-driven power)

@@ -164,7 +164,7 @@ class FlowTable(FlowSlots):
         c = len(clocks)
         row_bundle = np.concatenate([clocks, bundle[:n_bundled]]) if c else bundle[:n_bundled]
         count = np.bincount(row_bundle, minlength=self.bundles.store.size)
-        ids = np.flatnonzero(count)
+        ids = np.flatnonzero(count != 0)
         compact = np.zeros(self.bundles.store.size, dtype=np.int64)
         compact[ids] = np.arange(len(ids))
         e_row, e_link, e_weight = self._edge(flows)

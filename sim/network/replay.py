@@ -131,8 +131,8 @@ class TrafficTape:
         return np.array([n.flows_started, n.bytes_sent, n.bytes_delivered], dtype=float)
 
     # ---- the traffic observer interface (sim/engine/link_traffic.py LinkTraffic) -----------------
-    def on_links(self, t0: float, t1: float, link_bytes: np.ndarray) -> None:
-        self.calls.append(("on_links", (t0, t1, np.array(link_bytes, dtype=float))))
+    def on_links(self, t0: float, t1: float, links: np.ndarray, link_bytes: np.ndarray) -> None:
+        self.calls.append(("on_links", (t0, t1, np.array(links), np.array(link_bytes, dtype=float))))
 
     def on_subflows(
         self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
@@ -181,11 +181,11 @@ class TrafficTape:
             # link bytes of every start at once per recorded call (binned in another order; the
             # other calls, whose order their observers may depend on, go start by start below)
             starts_s = np.asarray(starts, dtype=float)
-            for _, (t0, t1, link_bytes) in (c for c in calls if c[0] == "on_links"):
+            for _, (t0, t1, links, link_bytes) in (c for c in calls if c[0] == "on_links"):
                 t0s, t1s = starts_s + (t0 - origin_s), starts_s + (t1 - origin_s)
                 for observer in observers:
                     if hasattr(observer, "on_links"):
-                        observer.on_links_repeated(t0s, t1s, link_bytes)
+                        observer.on_links_repeated(t0s, t1s, links, link_bytes)
             calls = [c for c in calls if c[0] != "on_links"]
         relative = [
             (

@@ -239,7 +239,7 @@ def _random_traffic(rng, links: int, calls: int):
         t1 = t0 + float(rng.choice([0.0, rng.exponential(2.0)]))
         if rng.random() < 0.5:
             delta = np.where(rng.random(links) < 0.3, rng.exponential(1e6, links), 0.0)
-            yield "on_links", (t0, t1, delta)
+            yield "on_links", (t0, t1, np.arange(links), delta)  # zero entries are skipped
         else:
             n = int(rng.integers(1, 6))
             lengths = rng.integers(1, 4, n)
@@ -311,13 +311,14 @@ def test_link_traffic_repeated_calls_equal_each_call_in_turn():
         link_bytes = np.where(rng.random(links) < 0.5, rng.uniform(0, 1e6, links), 0.0)
         t0 = np.sort(rng.uniform(0, 5e-3, int(rng.integers(1, 9))))
         t1 = t0 + rng.uniform(0, 1e-4, len(t0))
+        used = np.flatnonzero(link_bytes != 0)
         if rng.random() < 0.3:  # an ordinary call between the repeated ones
-            bulk.on_links(float(t0[0]), float(t1[0]), link_bytes)
-            each.on_links(float(t0[0]), float(t1[0]), link_bytes)
+            bulk.on_links(float(t0[0]), float(t1[0]), used, link_bytes[used])
+            each.on_links(float(t0[0]), float(t1[0]), used, link_bytes[used])
             continue
-        bulk.on_links_repeated(t0, t1, link_bytes)
+        bulk.on_links_repeated(t0, t1, used, link_bytes[used])
         for a, b in zip(t0.tolist(), t1.tolist()):
-            each.on_links(a, b, link_bytes)
+            each.on_links(a, b, used, link_bytes[used])
     bulk.flush()
     each.flush()
     assert bulk.bytes == pytest.approx(each.bytes, rel=1e-12)

@@ -131,9 +131,9 @@ class WindowedLinkBytes:
             )
             np.add.at(self._bytes, flat, np.repeat(nbytes * frac, lengths))
 
-    def on_links(self, t0: float, t1: float, delta: np.ndarray) -> None:
+    def on_links(self, t0: float, t1: float, links: np.ndarray, delta: np.ndarray) -> None:
         if t1 > t0:
-            self._bytes += delta * (self.window.overlap(t0, t1) / (t1 - t0))
+            self._bytes[links] += delta * (self.window.overlap(t0, t1) / (t1 - t0))
 
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
         self._subflows.append(
