@@ -110,8 +110,14 @@ class Network:
         self._settle()
         return self._link_busy_s
 
+    def settle(self) -> None:
+        """Apply deferred accounting up to the last update: link counters, and what traffic observers
+        have been told (the flow backend reports a link's bytes when its rate changes). Call it
+        before reading an observer's totals."""
+        self._settle()
+
     def _settle(self) -> None:
-        """Apply deferred accounting (the flow backend batches replayed steps)."""
+        """Apply deferred accounting (the flow backend batches replayed steps and rate reports)."""
 
     # ---- routing -------------------------------------------------------------------------
     def paths_for(self, src: str, dst: str) -> list[tuple[int, ...]]:

@@ -44,6 +44,10 @@ class FlowNetwork(Network):
         self._groups: dict[int, TransferGroup] = {}
         self._arrivals: list[tuple[float, int, int, Routed]] = []  # (time, seq, group id, rows)
         self._last_s = 0.0
+        # traffic observers hear of a link's bytes when its rate changes (and when the network settles):
+        # the rate each link has had since `_reported_since`, not yet reported
+        self._reported_rate = np.zeros(self._num_links)
+        self._reported_since = np.zeros(self._num_links)
         self._generation = 0
         self._seq = 0
         self._kick_scheduled = False
@@ -212,6 +216,38 @@ class FlowNetwork(Network):
         self._advance()
         self._settle()
 
+    def _settle(self) -> None:
+        """Deferred accounting: replayed steps, and the traffic observers' bytes up to the last update."""
+        self._report_rates(self._last_s, everything=True)
+        self._settle_replays()
+
+    def _report_rates(self, now: float, everything: bool = False) -> None:
+        """Tell the traffic observers what links whose rate changed (`everything`: every link) have
+        moved since their rate was last reported: one interval per link at its constant rate (the
+        same bytes as one interval per update, summed in another order), so an update costs the
+        links whose rate changed, a few hundred of the thousands that carry flows."""
+        if not self.traffic_observers:
+            return
+        rate, reported = self._table.link_rate, self._reported_rate
+        links = np.flatnonzero(reported != 0) if everything else np.flatnonzero(reported != rate)
+        if not len(links):
+            return
+        moving = links[reported[links] != 0]
+        if len(moving):
+            t0 = self._reported_since[moving]
+            span = now - t0
+            if everything:
+                moving, t0, span = moving[span > 0], t0[span > 0], span[span > 0]
+            if len(moving):
+                t1 = np.full(len(moving), now)
+                nbytes = reported[moving] * span
+                ones = np.ones(len(moving), dtype=np.int64)
+                for observer in self.traffic_observers:
+                    observer.on_subflows(t0, t1, moving, ones, nbytes)
+        self._reported_since[links] = now
+        if not everything:
+            reported[links] = rate[links]
+
     def _advance(self) -> None:
         now = self.sim.now
         dt = now - self._last_s
@@ -219,14 +255,12 @@ class FlowNetwork(Network):
         if dt <= 0 or not self._table.n_alive:
             return
         # sparse: a few thousand of a 16K-GPU Clos's 100K links carry flows at a time (the same sums:
-        # the other links would add 0)
+        # the other links would add 0); traffic observers hear of it when rates change (`_report_rates`)
         rate = self._table.link_rate
         moving = np.flatnonzero(rate != 0)
         delta = rate[moving] * dt
         self._link_bytes[moving] += delta
         self._link_busy_s[self._table.used_links()] += dt
-        for observer in self.traffic_observers:
-            observer.on_links(now - dt, now, moving, delta)
 
     def _finish_done(self) -> None:
         table, now = self._table, self.sim.now
@@ -289,6 +323,7 @@ class FlowNetwork(Network):
         self.recomputations += 1
         self.peak_active_subflows = max(self.peak_active_subflows, self._table.n_alive)
         self._table.recompute(self.sim.now)
+        self._report_rates(self.sim.now)
 
     def _schedule(self) -> None:
         self._generation += 1
@@ -324,7 +359,7 @@ class FlowNetwork(Network):
             self._deferred = [trajectory, 1, group.start_s, self.sim.now]
         self._finish_group(gid)
 
-    def _settle(self) -> None:
+    def _settle_replays(self) -> None:
         if self._deferred is not None:
             trajectory, count, t0, t1 = self._deferred
             self._deferred = None

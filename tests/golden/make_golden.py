@@ -37,6 +37,22 @@ def metrics_of(path: Path) -> dict:
     return json.loads(json.dumps(result.metrics, sort_keys=True))
 
 
+def differences(old, new, path: str = "") -> list[tuple[str, object, object, float]]:
+    """(key path, golden, now, relative difference) of every leaf that differs (inf: not numbers)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += differences(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new)) for d in differences(a, b, f"{path}[{i}]")]
+    if old == new:
+        return []
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (old, new))
+    rel = abs(new - old) / max(abs(old), abs(new)) if numbers else float("inf")  # type: ignore[operator]
+    return [(path, old, new, rel)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true")
@@ -55,6 +71,12 @@ def main() -> int:
             same = golden.get(rel) == metrics
             bad += not same
             print(f"{'ok  ' if same else 'DIFF'} {rel} ({wall:.1f} s)", flush=True)
+            if not same:
+                diffs = differences(golden.get(rel), metrics)
+                worst = max(d[3] for d in diffs)
+                print(f"     {len(diffs)} values differ, largest relative difference {worst:.1e}:", flush=True)
+                for key, old, new, r in sorted(diffs, key=lambda d: -d[3])[:5]:
+                    print(f"     {key}: {old!r} -> {new!r} ({r:.1e})", flush=True)
         else:
             golden[rel] = metrics
             print(f"{rel}: {wall:.1f} s", flush=True)

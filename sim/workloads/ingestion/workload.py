@@ -245,6 +245,7 @@ def _ratios(c: dict) -> dict:
 
 def _utilisation(config: Config, cluster, pipeline: Pipeline, link_bytes) -> dict:
     topo, window = cluster.topology, pipeline.window
+    cluster.network.settle()  # the traffic observers' bytes up to the last update
     moved = link_bytes.bytes
     used = [w for w in pipeline.workers if w.alive_s > 0]
     alive_s = sum(w.alive_s for w in used)
