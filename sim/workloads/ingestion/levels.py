@@ -10,6 +10,11 @@ when processed, retries the waiting puts; a queue is scanned from its head and t
 the first request that cannot proceed (FIFO, no overtaking); the store tries only the head of a
 queue per trigger, as SimPy's does. tests/workloads/ingestion/test_levels.py compares both with
 SimPy's step by step.
+
+Two requests leave SimPy's order on purpose: `LeanContainer.give_back` (return what was taken) and
+`LeanStore.add` (into an unbounded store) never wait, so they need no event: they serve the waiting
+gets during the call instead of when a put event would be processed, later in the same instant.
+Every shipped ingestion scenario gives the same metrics either way (tests/golden).
 """
 
 from __future__ import annotations
@@ -43,6 +48,16 @@ class LeanContainer:
         self.put_queue.append(event)
         self._trigger_put(None)
         return event
+
+    def give_back(self, amount: float) -> None:
+        """Return `amount` taken earlier (a put that cannot wait: cores, memory or a slot released)
+        without an event of its own: the level rises and the waiting gets are retried now, where
+        `put` retries them when its event is processed, later in the same instant. The pipeline's
+        releases use this (a quarter of an ingestion run's events were these puts)."""
+        if amount <= 0 or self._level + amount > self.capacity:
+            raise ValueError(f"give_back({amount}) at level {self._level} of {self.capacity}")
+        self._level += amount
+        self._trigger_get(None)
 
     def get(self, amount: float) -> simpy.Event:
         """An event that succeeds once `amount` is available (as `simpy.Container.get`)."""
@@ -99,6 +114,14 @@ class LeanStore:
         self.put_queue.append(event)
         self._trigger_put(None)
         return event
+
+    def add(self, item) -> None:
+        """Put `item` into a store without a capacity, without an event of its own: the waiting get
+        at the head is served now (`put`: when its event is processed, later in the same instant)."""
+        if self.capacity != float("inf"):
+            raise ValueError("add() is for stores without a capacity (a put there never waits)")
+        self.items.append(item)
+        self._trigger_get(None)
 
     def get(self) -> simpy.Event:
         event = simpy.Event(self._env)

@@ -431,7 +431,7 @@ class Trainer:
     def deliver(self, batch: BatchPlan) -> None:
         self._account_level()
         self.bytes_received += batch.bytes_out
-        self.buffer.put(batch)
+        self.buffer.add(batch)
 
     def level_area(self) -> float:
         """Integral of buffered batches over time so far (for time-averaged fill levels)."""

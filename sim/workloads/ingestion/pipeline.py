@@ -245,7 +245,7 @@ class Pipeline:
         plan = split.plan
         yield self.sim.all_of([self.sim.process(self._batch(w, inc, split, i)) for i in range(len(plan.batches))])
         if w.live(inc):
-            w.memory.put(plan.memory_bytes)
+            w.memory.give_back(plan.memory_bytes)
             w.memory_used.change(-plan.memory_bytes)
             self.master.completed(split)
 
@@ -281,7 +281,7 @@ class Pipeline:
                         stretch = (self.sim.now - t) / busy  # memory-bound: the stages' spans stretch
                 if not w.live(inc):
                     return
-                w.cores.put(k)
+                w.cores.give_back(k)
                 w.cores_busy.change(-k)
                 span, overlap = self.sim.recorder.span, self.window.overlap
                 for i, d in zip(members, durations):
@@ -320,7 +320,7 @@ class Pipeline:
         credits.release(w.index)
         trainer.deliver(batch)
         self.master.delivered(split, index)
-        w.slots.put(1)
+        w.slots.give_back(1)
 
     # ---- the run ------------------------------------------------------------------------------
     def pending_ranges(self) -> list[tuple[int, int]]:

@@ -102,3 +102,31 @@ def test_lean_store_equals_simpy_store(seed, capacity):
     lean = _store_trace(lambda env: LeanStore(env, capacity), seed)
     assert lean == _store_trace(lambda env: simpy.Store(env, capacity), seed)
     assert len(lean) > 100
+
+
+def test_give_back_serves_waiting_gets_at_once_in_fifo_order_without_an_event():
+    """`give_back` is `put` for what was taken (it cannot wait): the waiting gets it satisfies
+    succeed during the call, head first, and no event of its own is scheduled."""
+    env = CountingEnvironment()
+    box = LeanContainer(env, capacity=4, init=0)
+    first, second, third = box.get(3), box.get(1), box.get(2)
+    queued = len(env._queue)
+    box.give_back(3)
+    assert first.triggered and not second.triggered  # FIFO: no overtaking of the head
+    assert box.level == 0 and len(env._queue) == queued + 1  # only the get's own event
+    box.give_back(1)
+    assert second.triggered and not third.triggered and box.level == 0
+    with pytest.raises(ValueError):
+        box.give_back(5)  # more than the capacity: never taken
+
+
+def test_store_add_serves_the_waiting_get_at_once():
+    env = CountingEnvironment()
+    store = LeanStore(env)
+    waiting = store.get()
+    store.add("batch")
+    assert waiting.triggered and waiting.value == "batch" and not store.items
+    store.add("next")
+    assert store.items == ["next"]
+    with pytest.raises(ValueError):
+        LeanStore(env, capacity=2).add("x")  # a bounded store's put may wait: use put()
