@@ -38,7 +38,8 @@ Flow = tuple[str, str, float]
 _SPANS_PER_FLOW_MAX = 1024  # bulk transfers larger than this record one span per source, not per flow
 PAIR_ROUTES_MAX_FLOWS = 65536  # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096  # endpoint sets whose routes are kept
-ROUTES_MAX_PAIRS = 1 << 18  # endpoint pairs whose paths (and trace track) are kept
+ROUTES_MAX_PAIRS = 1 << 20  # endpoint pairs whose paths (and trace track) are kept (~150 MB at
+# most; a 400-worker ingestion run sends between ~390K pairs: fewer would evict and route again)
 
 
 @dataclass
