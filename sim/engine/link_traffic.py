@@ -94,6 +94,76 @@ class AdaptiveBins:
             self.spread(rows, t0, t1, amounts_per_row[rows])
 
 
+class SubflowBuffer:
+    """Sub-flow reports (`on_subflows(t0, t1, flat, lengths, nbytes)`) kept in call order until
+    taken, with their times per sub-flow. Arrays are copied (the network may reuse its arrays);
+    Python lists, which the analytical backend's one-flow path hands over fresh for every
+    transfer, are appended to running lists and turned into arrays once per `take` (a 400-worker
+    ingestion run reports ~5M transfers an hour: a few numpy arrays per report cost more than the
+    binning). `take` returns the same arrays whichever way the reports came."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.entries = 0
+        self._chunks: list[tuple[np.ndarray, ...]] = []
+        self._lists: tuple[list, list, list, list, list] | None = None
+
+    def add(self, t0, t1, flat, lengths, nbytes) -> None:
+        """t0, t1, nbytes: one value per sub-flow (or one for all, as arrays); flat: the sub-flows'
+        links, `lengths[i]` of them for sub-flow i."""
+        self.calls += 1
+        self.entries += len(flat)
+        if type(flat) is list:  # fresh lists (one value per sub-flow): appended as they are
+            if self._lists is None:
+                self._lists = ([], [], [], [], [])
+            for column, values in zip(self._lists, (t0, t1, flat, lengths, nbytes)):
+                column.extend(values)
+            return
+        self._seal()
+        lengths = np.array(lengths, dtype=np.int64)
+        self._chunks.append(
+            (
+                _per_subflow(t0, lengths.shape),
+                _per_subflow(t1, lengths.shape),
+                np.array(flat, dtype=np.int64),
+                lengths,
+                np.array(nbytes, dtype=float).reshape(-1),
+            )
+        )
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """(t0, t1, nbytes per sub-flow, flat links, lengths) of every report so far, in order (None:
+        none); the buffer is empty afterwards."""
+        self._seal()
+        if not self._chunks:
+            return None
+        chunks, self._chunks, self.calls, self.entries = self._chunks, [], 0, 0
+        t0, t1, flat, lengths, nbytes = (
+            columns[0] if len(chunks) == 1 else np.concatenate(columns) for columns in zip(*chunks)
+        )
+        return t0, t1, nbytes, flat, lengths
+
+    def _seal(self) -> None:
+        if self._lists is not None:
+            t0, t1, flat, lengths, nbytes = self._lists
+            self._lists = None
+            self._chunks.append(
+                (
+                    np.array(t0, dtype=float),
+                    np.array(t1, dtype=float),
+                    np.array(flat, dtype=np.int64),
+                    np.array(lengths, dtype=np.int64),
+                    np.array(nbytes, dtype=float),
+                )
+            )
+
+
+def _per_subflow(times, shape: tuple[int, ...]) -> np.ndarray:
+    """Times as an array of one value per sub-flow (a copy)."""
+    times = np.array(times, dtype=float)
+    return times if times.shape == shape else np.broadcast_to(times, shape).copy()
+
+
 class LinkTraffic:
     """Network observer: link bytes x per-link coefficients, into time bins per row.
 
@@ -112,7 +182,8 @@ class LinkTraffic:
         self.flow_ends = flow_ends  # optional callable(srcs, dsts, start_s, finish_s, step key or None)
         self.batch_entries = batch_entries
         self._bytes = 0.0
-        self._chunks: list[tuple] = []
+        self._chunks: list[tuple] = []  # on_links reports
+        self._subflows = SubflowBuffer()  # on_subflows reports
         self._entries = 0
 
     @property
@@ -146,32 +217,25 @@ class LinkTraffic:
     def on_subflows(
         self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
     ) -> None:
-        """Sub-flow i moves nbytes[i] over its links (flat, by lengths) uniformly during [t0[i], t1[i]]."""
-        if len(flat):  # copies: the network may reuse its arrays
-            self._add(
-                (
-                    np.array(t0, dtype=float),
-                    np.array(t1, dtype=float),
-                    np.array(flat),
-                    np.array(nbytes, dtype=float),
-                    np.array(lengths, dtype=np.int64),
-                ),
-                len(flat),
-            )
+        """Sub-flow i moves nbytes[i] over its links (flat, by lengths) uniformly during [t0[i], t1[i]]
+        (arrays, or fresh Python lists of one value per sub-flow: `SubflowBuffer`)."""
+        if len(flat):
+            self._subflows.add(t0, t1, flat, lengths, nbytes)
+            self._counted(len(flat))
 
     def _add(self, chunk: tuple, entries: int) -> None:
         self._chunks.append(chunk)
+        self._counted(entries)
+
+    def _counted(self, entries: int) -> None:
         self._entries += entries
         if self._entries >= self.batch_entries:
             self.flush()
 
     def flush(self) -> None:
         """Bin everything buffered."""
-        if not self._chunks:
-            return
-        chunks, self._chunks, self._entries = self._chunks, [], 0
-        links = [c for c in chunks if c[4] is None]  # on_links: one interval, bytes per link
-        subflows = [c for c in chunks if c[4] is not None]  # on_subflows: an interval per sub-flow
+        subflows = self._subflows.take()  # on_subflows: an interval per sub-flow
+        links, self._chunks, self._entries = self._chunks, [], 0  # on_links: one interval, bytes per link
         if links and all(np.ndim(c[0]) == 0 for c in links):  # one interval per call
             sizes = np.array([len(c[2]) for c in links])
             self._bin(
@@ -193,13 +257,10 @@ class LinkTraffic:
                 np.concatenate([np.tile(c[2], n) for c, n in zip(links, counts)]),
                 np.concatenate([np.tile(c[3], n) for c, n in zip(links, counts)]),
             )
-        if subflows:
-            lengths = np.concatenate([np.asarray(c[4], dtype=np.int64) for c in subflows])
-            t0 = np.concatenate([np.broadcast_to(np.asarray(c[0], dtype=float), np.shape(c[4])) for c in subflows])
-            t1 = np.concatenate([np.broadcast_to(np.asarray(c[1], dtype=float), np.shape(c[4])) for c in subflows])
+        if subflows is not None:
+            t0, t1, nbytes, flat, lengths = subflows
             sub = np.repeat(np.arange(len(lengths)), lengths)
-            nbytes = np.concatenate([np.asarray(c[3], dtype=float) for c in subflows])
-            self._bin(t0, t1, sub, np.concatenate([c[2] for c in subflows]), nbytes[sub])
+            self._bin(t0, t1, sub, flat, nbytes[sub])
 
     def _bin(
         self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray

@@ -89,12 +89,12 @@ class AnalyticalNetwork(Network):
             for link in p:
                 link_bytes[link] += share
                 link_busy[link] += busy
-        if self.traffic_observers:
-            t0 = now + np.array(latency, dtype=float)
-            t1 = t0 + np.array(t_bw, dtype=float)
-            flat = np.array([link for p in paths for link in p], dtype=np.int64)
-            lengths = np.array([len(p) for p in paths], dtype=np.int64)
-            shares = np.full(len(paths), share)
+        if self.traffic_observers:  # fresh lists, one value per sub-flow (observers may keep them)
+            t0 = [now + lat for lat in latency]
+            t1 = [a + t for a, t in zip(t0, t_bw)]
+            flat = [link for p in paths for link in p]
+            lengths = [len(p) for p in paths]
+            shares = [share] * len(paths)
             for observer in self.traffic_observers:
                 observer.on_subflows(t0, t1, flat, lengths, shares)
         event = self.sim.env.event()

@@ -14,19 +14,23 @@ from tests.conftest import make_cluster
 
 
 class Calls:
-    """A traffic observer that keeps every call (arrays as lists with their dtypes)."""
+    """A traffic observer that keeps every call (arrays as lists with their dtypes; the one-flow
+    path hands over fresh Python lists, kept as the arrays observers make of them)."""
 
     def __init__(self) -> None:
         self.calls: list = []
 
     @staticmethod
-    def _plain(value):
+    def _plain(value, dtype=float):
+        if isinstance(value, list):
+            value = np.asarray(value, dtype=dtype)
         if isinstance(value, np.ndarray):
             return (value.dtype.str, value.tolist())
         return value
 
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
-        self.calls.append(("subflows", *(self._plain(v) for v in (t0, t1, flat, lengths, nbytes))))
+        dtypes = (float, float, np.int64, np.int64, float)
+        self.calls.append(("subflows", *(self._plain(v, d) for v, d in zip((t0, t1, flat, lengths, nbytes), dtypes))))
 
     def on_flows(self, srcs, dsts, start_s, finish_s, key=None) -> None:
         self.calls.append(("flows", list(srcs), list(dsts), start_s, self._plain(finish_s), key))

@@ -470,3 +470,32 @@ def test_explicit_layers_replay_exactly_where_one_rank_group_runs_alone(monkeypa
     requests = [{"prompt_tokens": 8192}]
     full = _simulated_every_layer(monkeypatch, cp_scenario(requests))
     _assert_same(run(cp_scenario(requests, layers=2)).metrics, full.metrics)
+
+
+def test_subflow_buffer_gives_reports_in_call_order_whether_lists_or_arrays():
+    """The analytical backend's one-flow path reports fresh Python lists, other paths arrays (whose
+    times may be one value for all sub-flows): `take` concatenates them in call order, times per
+    sub-flow, and copies arrays (the network may reuse them)."""
+    from sim.engine.link_traffic import SubflowBuffer
+
+    rng = np.random.default_rng(7)
+    buffer, expected = SubflowBuffer(), []
+    for _ in range(50):
+        n = int(rng.integers(1, 4))
+        lengths = rng.integers(0, 3, n)
+        flat = rng.integers(0, 20, int(lengths.sum()))
+        t0, nbytes = rng.uniform(0, 1, n), rng.exponential(1e6, n)
+        if rng.random() < 0.5:
+            buffer.add(t0.tolist(), (t0 + 1).tolist(), flat.tolist(), lengths.tolist(), nbytes.tolist())
+        else:
+            start = float(t0[0])  # one time for all sub-flows
+            buffer.add(np.float64(start), np.float64(start + 1), flat, lengths, nbytes)
+            t0, sent = np.full(n, start), flat.copy()
+            flat[:] = -1  # the caller reuses its array: the buffer kept a copy
+            flat = sent
+        expected.append((t0, t0 + 1, nbytes, flat, lengths))
+    assert buffer.calls == 50
+    got = buffer.take()
+    assert got is not None and buffer.take() is None
+    for column, want in zip(got, zip(*expected)):
+        np.testing.assert_array_equal(column, np.concatenate(want))

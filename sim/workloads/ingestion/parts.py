@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim.engine.link_traffic import SubflowBuffer
 from sim.workloads.ingestion.ledger import SampleLedger, subtract
 from sim.workloads.ingestion.levels import LeanStore
 
@@ -102,7 +103,7 @@ class WindowedLinkBytes:
     def __init__(self, num_links: int, window: Window, batch: int = 4096) -> None:
         self.window = window
         self._bytes = np.zeros(num_links)
-        self._subflows: list[tuple] = []
+        self._subflows = SubflowBuffer()
         self._batch = batch
 
     @property
@@ -112,16 +113,9 @@ class WindowedLinkBytes:
 
     def _fold(self) -> None:
         """Count the buffered sub-flow reports."""
-        if self._subflows:
-            chunks, self._subflows = self._subflows, []
-            # (times of the right shape are taken as they are: np.broadcast_to costs ~4 us a call)
-            t0 = np.concatenate(
-                [c[0] if c[0].shape == c[4].shape else np.broadcast_to(c[0], c[4].shape) for c in chunks]
-            )
-            t1 = np.concatenate(
-                [c[1] if c[1].shape == c[4].shape else np.broadcast_to(c[1], c[4].shape) for c in chunks]
-            )
-            flat, lengths, nbytes = (np.concatenate(parts) for parts in list(zip(*chunks))[2:])
+        taken = self._subflows.take()
+        if taken is not None:
+            t0, t1, nbytes, flat, lengths = taken
             inside = np.clip(np.minimum(t1, self.window.end_s) - np.maximum(t0, self.window.start_s), 0.0, None)
             span = t1 - t0
             frac = np.where(
@@ -136,16 +130,8 @@ class WindowedLinkBytes:
             self._bytes[links] += delta * (self.window.overlap(t0, t1) / (t1 - t0))
 
     def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
-        self._subflows.append(
-            (
-                np.array(t0, dtype=float),
-                np.array(t1, dtype=float),
-                np.array(flat),
-                np.array(lengths),
-                np.array(nbytes, dtype=float).reshape(-1),
-            )
-        )
-        if len(self._subflows) >= self._batch:
+        self._subflows.add(t0, t1, flat, lengths, nbytes)
+        if self._subflows.calls >= self._batch:
             self._fold()
 
 
