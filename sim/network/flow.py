@@ -11,8 +11,10 @@ picks one path per flow from a seeded substream, as switches do.
 
 The core loop, at each instant something changes: advance (account bytes moved since the last
 change), finish the flows that are done, admit the flows whose latency has passed, recompute the
-rates, schedule the next change. A step given a `StepKey` that runs alone on an idle network is
-recorded and, when it runs again on an idle network, replayed (sim/network/replay.py: exact).
+rates, schedule the next change. A step given a `StepKey` whose links no other flow uses (max-min
+rates are fair per connected set of flows and links: it runs as on an idle network, whatever runs
+elsewhere) is recorded and, when it runs again with its links to itself, replayed
+(sim/network/replay.py: exact); a transfer that joins a replayed step's links puts it back first.
 """
 
 from __future__ import annotations
@@ -58,9 +60,15 @@ class FlowNetwork(Network):
         self._rows: dict[tuple, Routed] = {}  # (srcs, dsts) -> one row per flow, one byte each
         self._real_rows: dict[StepKey, Routed] = {}  # step key -> its rows that carry bytes
         self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
-        self._recording: Trajectory | None = None
-        self._replay: tuple[int, TransferGroup, Trajectory, object] | None = None  # (gid, group, trajectory, token)
-        self._deferred: list | None = None  # [trajectory, count, t0, t1] of back-to-back replays
+        self._recordings: dict[int, Trajectory] = {}  # group id -> the trajectory it is recording
+        self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
+        self._deferred: dict[StepKey, list] = {}  # key -> [trajectory, count, t0, t1] of back-to-back replays
+        # links a replayed or recorded step has to itself: its group id (-1: none); links pending
+        # arrivals will enter (count of their entries)
+        self._claimant = np.full(self._num_links, -1, dtype=np.int64)
+        self._unwritten: dict[int, np.ndarray] = {}  # replays whose claims are not in `_claimant` yet
+        self._step_links: dict[StepKey, np.ndarray] = {}  # step key -> the distinct links of its rows
+        self._arriving = np.zeros(self._num_links, dtype=np.int64)
 
     @property
     def active_flows(self) -> int:
@@ -129,10 +137,6 @@ class FlowNetwork(Network):
         )
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
-        if self._replay is not None:
-            self._materialise()
-        if self._recording is not None:
-            self._recording.valid = False  # the recorded step no longer ran alone
         gid = self.sim.next_id("flow-group")
         self._groups[gid] = group
         rows = self._real_rows.get(key) if key is not None else None
@@ -147,6 +151,9 @@ class FlowNetwork(Network):
             if key is not None:
                 self._real_rows[key] = rows
         group.open_subflows = len(rows.lengths)
+        links = rows.flat
+        if (self._replays or self._recordings) and len(links) and (self._claims()[links] >= 0).any():
+            self._disturb(links)  # replayed steps there re-enter, recordings there no longer run alone
         if group.open_subflows == 0:
             delay = float(routed.latency.max()) if len(routed.latency) else 0.0
             group.finish_s = np.full(len(group.srcs), self.sim.now + delay)
@@ -155,22 +162,25 @@ class FlowNetwork(Network):
         if group.on_flow_done is not None and group.open_subflows < len(group.srcs):
             idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)  # done at their start
             self.sim.timeout(0).callbacks.append(lambda _e: group.on_flow_done(idle))
-        if key is not None and self.replay and group.on_flow_done is None and self._idle():
+        own = self._own_links(key, links) if key is not None and self.replay and group.on_flow_done is None else None
+        if own is not None and self._alone(own):
             trajectory = self._trajectories.get(key)
             if trajectory is not None:
-                self._start_replay(gid, group, trajectory)
+                self._start_replay(gid, group, trajectory, own)
                 return
-            self._settle()
-            self._recording = Trajectory(
+            self._settle_replays()  # link totals as of now (deferred replays may have run on these links)
+            self._recordings[gid] = Trajectory(
                 key,
                 gid,
                 self.sim.now,
                 rows.nbytes,
                 rows.latency,
                 rows,
-                self._link_bytes.copy(),
-                self._link_busy_s.copy(),
+                own,
+                self._link_bytes[own],
+                self._link_busy_s[own],
             )
+            self._claimant[own] = gid
         self._enqueue(gid, rows, self.sim.now)
         if not self._kick_scheduled:  # one update per instant, however many transfers start
             self._kick_scheduled = True
@@ -187,6 +197,7 @@ class FlowNetwork(Network):
         for lat, part in parts:
             self._seq += 1
             heapq.heappush(self._arrivals, (start_s + float(lat), self._seq, gid, part))
+            np.add.at(self._arriving, part.flat, 1)
 
     def _on_kick(self, _event) -> None:
         self._kick_scheduled = False
@@ -199,17 +210,31 @@ class FlowNetwork(Network):
     # ---- the core loop: advance, finish, admit, recompute, schedule -----------------------
     def _update(self) -> None:
         self._advance()
-        if self._recording is not None and self._recording.valid:
-            rec, table = self._recording, self._table
-            slots = table.slots()
-            mine = slots[table.group[slots] == rec.gid]
-            rec.snapshot(
-                self.sim.now, table.flow[mine], table.left_at(mine, self.sim.now), self._link_bytes, self._link_busy_s
-            )
-        self._finish_done()
+        done = self._table.done(self.sim.now)
+        if self._recordings:
+            self._snapshot(done)
+        self._finish_done(done)
         self._admit_due()
         self._recompute()
         self._schedule()
+
+    def _snapshot(self, done: np.ndarray) -> None:
+        """Breakpoints of the recorded steps: the state of each one whose flows finish or arrive now
+        (running alone, its rates change only then)."""
+        table, now = self._table, self.sim.now
+        due = now * (1 + 1e-15) + 1e-18  # as `_admit_due`
+        changing = set(table.group[done].tolist()) | {gid for t, _, gid, _ in self._arrivals if t <= due}
+        slots = None
+        for rec in self._recordings.values():
+            if rec.valid and rec.gid in changing:
+                if slots is None:
+                    slots = table.slots()
+                    groups = table.group[slots]
+                mine = slots[groups == rec.gid]
+                own = rec.links
+                rec.snapshot(
+                    now, table.flow[mine], table.left_at(mine, now), self._link_bytes[own], self._link_busy_s[own]
+                )
 
     def flush(self) -> None:
         """Account the bytes moved since the last rate change up to now (e.g. when a run ends mid-flow)."""
@@ -262,9 +287,9 @@ class FlowNetwork(Network):
         self._link_bytes[moving] += delta
         self._link_busy_s[self._table.used_links()] += dt
 
-    def _finish_done(self) -> None:
+    def _finish_done(self, slots: np.ndarray) -> None:
+        """Remove the flows that are done (`FlowTable.done`) and complete their groups."""
         table, now = self._table, self.sim.now
-        slots = table.done(now)
         if not len(slots):
             return
         order = np.argsort(table.group[slots], kind="stable")
@@ -288,12 +313,13 @@ class FlowNetwork(Network):
         group = self._groups.pop(gid)
         if notify and group.on_flow_done is not None:
             group.on_flow_done(np.arange(len(group.srcs)))
-        rec = self._recording
-        if rec is not None and rec.gid == gid:
-            if rec.valid and len(rec.offsets) >= 2:
-                rec.finish(self.sim.now, group.finish_s)
-                self._trajectories[rec.key] = rec
-            self._recording = None
+        rec = self._recordings.pop(gid, None)
+        if rec is not None:
+            if rec.valid:
+                self._claimant[rec.links] = -1
+                if len(rec.offsets) >= 2:
+                    rec.finish(self.sim.now, group.finish_s)
+                    self._trajectories[rec.key] = rec
         self._complete(group)
 
     def _admit_due(self) -> None:
@@ -301,6 +327,7 @@ class FlowNetwork(Network):
         parts = []
         while self._arrivals and self._arrivals[0][0] <= now * (1 + 1e-15) + 1e-18:
             _, _, gid, part = heapq.heappop(self._arrivals)
+            np.subtract.at(self._arriving, part.flat, 1)
             parts.append((gid, part))
         if not parts:
             return
@@ -335,34 +362,80 @@ class FlowNetwork(Network):
         self.sim.timeout(max(delay, 0.0)).callbacks.append(lambda _e: self._on_timer(generation))
 
     # ---- replay of recorded steps (sim/network/replay.py) ----------------------------------
-    def _idle(self) -> bool:
-        return not self._table.n_alive and not self._arrivals and self._replay is None and self._recording is None
+    def _own_links(self, key: StepKey, links: np.ndarray) -> np.ndarray:
+        """The distinct links of a keyed step's rows (once per key)."""
+        own = self._step_links.get(key)
+        if own is None:
+            own = self._step_links[key] = np.unique(links)
+        return own
 
-    def _start_replay(self, gid: int, group: TransferGroup, trajectory: Trajectory) -> None:
+    def _claims(self) -> np.ndarray:
+        """Per link the replayed or recorded step that has it (-1: none). A replay's claims are
+        written when first asked for: back-to-back replays of a ring's steps, which nothing else
+        asks about, never write their (thousands of) links."""
+        for gid, links in self._unwritten.items():
+            self._claimant[links] = gid
+        self._unwritten.clear()
+        return self._claimant
+
+    def _unclaim(self, gid: int, links: np.ndarray) -> None:
+        if self._unwritten.pop(gid, None) is None:
+            self._claimant[links] = -1
+
+    def _alone(self, links: np.ndarray) -> bool:
+        """Whether flows on `links` would have them to themselves: no live flow, pending arrival,
+        replayed or recorded step uses any of them (max-min rates are fair per connected set of
+        flows and links, so such a step runs as on an idle network until something joins it)."""
+        if not (self._table.n_alive or self._arrivals or self._replays or self._recordings):
+            return True  # an idle network
+        return not (
+            self._table.link_entries[links].any() or self._arriving[links].any() or (self._claims()[links] >= 0).any()
+        )
+
+    def _disturb(self, links: np.ndarray) -> None:
+        """A transfer is about to use `links`: the replayed steps there re-enter the network
+        (`_materialise`) and the steps recorded there no longer run alone."""
+        for gid in np.unique(self._claimant[links]).tolist():
+            if gid < 0:
+                continue
+            rec = self._recordings.get(gid)
+            if rec is not None:
+                rec.valid = False
+                self._claimant[rec.links] = -1
+            else:
+                self._materialise(gid)
+
+    def _start_replay(self, gid: int, group: TransferGroup, trajectory: Trajectory, links: np.ndarray) -> None:
         self.replayed_steps += 1
         token = object()
-        self._replay = (gid, group, trajectory, token)
+        self._replays[gid] = (group, trajectory, token)
+        self._unwritten[gid] = links
         group.finish_s = self.sim.now + trajectory.finish_offsets
-        self.sim.timeout(trajectory.duration_s).callbacks.append(lambda _e: self._end_replay(token))
+        self.sim.timeout(trajectory.duration_s).callbacks.append(lambda _e: self._end_replay(gid, token))
 
-    def _end_replay(self, token: object) -> None:
-        if self._replay is None or self._replay[3] is not token:
-            return
-        gid, group, trajectory, _ = self._replay
-        self._replay = None
-        d = self._deferred
+    def _end_replay(self, gid: int, token: object) -> None:
+        entry = self._replays.get(gid)
+        if entry is None or entry[2] is not token:
+            return  # materialised meanwhile
+        group, trajectory, _ = self._replays.pop(gid)
+        self._unclaim(gid, trajectory.links)
+        d = self._deferred.get(trajectory.key)
         if d is not None and d[0] is trajectory and d[3] == group.start_s:
             d[1] += 1  # back-to-back replays: account them at once
             d[3] = self.sim.now
         else:
-            self._settle()
-            self._deferred = [trajectory, 1, group.start_s, self.sim.now]
+            self._settle_key(trajectory.key)
+            self._deferred[trajectory.key] = [trajectory, 1, group.start_s, self.sim.now]
         self._finish_group(gid)
 
     def _settle_replays(self) -> None:
-        if self._deferred is not None:
-            trajectory, count, t0, t1 = self._deferred
-            self._deferred = None
+        for key in list(self._deferred):
+            self._settle_key(key)
+
+    def _settle_key(self, key: StepKey) -> None:
+        d = self._deferred.pop(key, None)
+        if d is not None:
+            trajectory, count, t0, t1 = d
             link_bytes, busy = trajectory.totals(self._num_links)
             self._account(t0, t1, link_bytes * count, busy * count)
 
@@ -374,13 +447,12 @@ class FlowNetwork(Network):
             for observer in self.traffic_observers:
                 observer.on_links(t0, t1, moved, link_bytes[moved])
 
-    def _materialise(self) -> None:
-        """Another transfer starts during a replay: put the step's flows back with the bytes they
-        would have left now, so the simulation continues exactly as without the replay."""
-        if self._replay is None:
-            return
-        gid, group, trajectory, _ = self._replay
-        self._replay = None
+    def _materialise(self, gid: int) -> None:
+        """Another transfer is about to share a replayed step's links: put the step's flows back with
+        the bytes they would have left now, so the simulation continues exactly as without the replay."""
+        group, trajectory, _ = self._replays.pop(gid)
+        self._unclaim(gid, trajectory.links)
+        self._advance()  # the other flows' bytes up to now, before these re-enter
         now = self.sim.now
         offset = now - group.start_s
         remaining, link_bytes, busy = trajectory.state_at(offset, self._num_links)
@@ -396,7 +468,6 @@ class FlowNetwork(Network):
             self._finish_group(gid)
             return
         rows = select_rows(routed, active)
-        self._last_s = now  # the network was idle: nothing else to advance
         if len(rows.lengths):
             self._table.add(
                 rows.flat,

@@ -2,15 +2,17 @@
 
 `Trajectory`: replay of repeated collective steps on the flow network, exact by construction.
 A ring collective repeats one step (the same flows, one `StepKey`) 2(n-1) times; a 16K-GPU ring
-all-reduce would recompute max-min rates for 16K flows 32K times. When a step runs on an otherwise
-idle network, the flow network records its *trajectory*: at every rate change (breakpoint) the
+all-reduce would recompute max-min rates for 16K flows 32K times. When a step runs with its links to
+itself (no other flow uses them: max-min rates are fair per connected set of flows and links, so it
+runs as on an idle network; other steps may run elsewhere meanwhile), the flow network records its
+*trajectory*: at every rate change (breakpoint) the
 offset from the step's start, each flow's remaining bytes and the cumulative bytes and busy time
 per link. Rates are constant between breakpoints, so the state at any offset is a linear
 interpolation.
 
-When the step with the same key starts again on an idle network it is *replayed*: it finishes
-after the recorded duration and adds the recorded link totals. If any other transfer starts during
-a replay, the replay is *materialised* first: the step's flows are put back into the network with
+When the step with the same key starts again with its links to itself it is *replayed*: it finishes
+after the recorded duration and adds the recorded link totals. If another transfer that uses any
+of its links starts during a replay, the replay is *materialised* first: the step's flows are put back into the network with
 exactly the bytes they would have left at that instant (flows still in their latency phase
 re-enter at their arrival time), and the simulation continues as if the step had never been
 replayed. Hence replay never changes a result; it only skips work (tested against the plain path).
@@ -46,7 +48,8 @@ class Trajectory:
     nbytes: np.ndarray  # bytes per flow (merged ECMP rows, in routed order)
     arrival_offset: np.ndarray  # path latency per flow: when it enters the network
     routed: Routed  # the merged rows of the step
-    base_link_bytes: np.ndarray | None  # link totals when it started (dropped when it finishes)
+    links: np.ndarray  # the links its flows use (sorted): it had them to itself while recorded
+    base_link_bytes: np.ndarray | None  # totals of those links when it started (dropped when it finishes)
     base_busy_s: np.ndarray | None
     offsets: list[float] = field(default_factory=list)
     remaining: list[np.ndarray] = field(default_factory=list)
@@ -66,7 +69,8 @@ class Trajectory:
     def snapshot(
         self, now: float, rows_flow: np.ndarray, rows_remaining: np.ndarray, link_bytes: np.ndarray, busy_s: np.ndarray
     ) -> None:
-        """Record the state at `now`; rows_* are this group's active rows (flow index, bytes left)."""
+        """Record the state at `now`; rows_* are this group's active rows (flow index, bytes left);
+        link_bytes, busy_s: the totals of `links` now."""
         assert self.base_link_bytes is not None and self.base_busy_s is not None, "snapshot after finish"
         offset = now - self.start_s
         rows = self.row_of_flow[rows_flow]
@@ -77,8 +81,8 @@ class Trajectory:
         self.offsets.append(offset)
         self.remaining.append(remaining)
         changed = np.flatnonzero((link_bytes != self.base_link_bytes) | (busy_s != self.base_busy_s))
-        self.link_bytes.append((changed, link_bytes[changed] - self.base_link_bytes[changed]))
-        self.busy_s.append((changed, busy_s[changed] - self.base_busy_s[changed]))
+        self.link_bytes.append((self.links[changed], link_bytes[changed] - self.base_link_bytes[changed]))
+        self.busy_s.append((self.links[changed], busy_s[changed] - self.base_busy_s[changed]))
 
     def finish(self, now: float, finish_s: np.ndarray) -> None:
         self.duration_s = now - self.start_s

@@ -218,3 +218,47 @@ def test_replayed_ring_steps_equal_the_plain_simulation(background_at):
     assert fast[2] == pytest.approx(plain[2], rel=1e-7, abs=1e-12)
     if background_at is None:
         assert fast[3].replayed_steps == 2 * (12 - 1) - 1  # every step after the first is replayed
+
+
+def _two_rings(replay, background_at=None):
+    """Two ring all-reduces at once on disjoint hosts (each within its own leaf), and optionally a
+    transfer into the first ring's hosts: returns (finish times, link bytes, busy, network)."""
+    from sim.network.collectives import collective
+
+    c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+    c.network.replay = replay
+    sim, net = c.sim, c.network
+    done = {}
+
+    def background():
+        yield sim.timeout(background_at)
+        yield net.transfer(c.devices[6].node, c.devices[2].node, 2e8)  # into a NIC ring a receives on
+        done["background"] = sim.now
+
+    if background_at is not None:
+        sim.process(background())
+    rings = {
+        name: collective(net, "all_reduce", c.nodes(gpus), 64 * 2**20, "ring", protocol=None)[0]
+        for name, gpus in (("a", range(0, 4)), ("b", range(4, 8)))
+    }
+    for name, proc in rings.items():
+        proc.callbacks.append(lambda _e, name=name: done.__setitem__(name, sim.now))
+    sim.env.run()
+    return done, net.link_bytes.copy(), net.link_busy_s.copy(), net
+
+
+@pytest.mark.parametrize("background_at", [None, 1.0e-4, 7.7e-4])
+def test_steps_that_have_their_links_to_themselves_are_replayed_side_by_side(background_at):
+    """Max-min rates are fair per connected set of flows and links: a ring whose links no other flow
+    uses runs as on an idle network, so its repeated steps are replayed while another ring runs
+    elsewhere; a transfer joining its links puts its step back (materialised), results unchanged."""
+    plain = _two_rings(False, background_at)
+    fast = _two_rings(True, background_at)
+    assert fast[0] == pytest.approx(plain[0], rel=1e-9)
+    assert fast[1] == pytest.approx(plain[1], rel=1e-7, abs=1e-3)
+    assert fast[2] == pytest.approx(plain[2], rel=1e-7, abs=1e-12)
+    assert plain[3].replayed_steps == 0
+    if background_at is None:
+        assert fast[3].replayed_steps == 2 * (2 * (4 - 1) - 1)  # both rings: every step after the first
+    else:
+        assert fast[3].replayed_steps > 0
