@@ -163,7 +163,7 @@ class FlowNetwork(Network):
             idle = np.setdiff1d(np.arange(len(group.srcs)), rows.flow)  # done at their start
             self.sim.timeout(0).callbacks.append(lambda _e: group.on_flow_done(idle))
         own = self._own_links(key, links) if key is not None and self.replay and group.on_flow_done is None else None
-        if own is not None and self._alone(own):
+        if key is not None and own is not None and self._alone(own):
             trajectory = self._trajectories.get(key)
             if trajectory is not None:
                 self._start_replay(gid, group, trajectory, own)
