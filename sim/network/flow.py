@@ -434,10 +434,16 @@ class FlowNetwork(Network):
 
     def _settle_key(self, key: StepKey) -> None:
         d = self._deferred.pop(key, None)
-        if d is not None:
+        if d is not None:  # sparse: a step's own links (the totals of count replays)
             trajectory, count, t0, t1 = d
-            link_bytes, busy = trajectory.totals(self._num_links)
-            self._account(t0, t1, link_bytes * count, busy * count)
+            (links, link_bytes), (busy_links, busy) = trajectory.totals()
+            link_bytes = link_bytes * count
+            self._link_bytes[links] += link_bytes
+            self._link_busy_s[busy_links] += busy * count
+            if self.traffic_observers:
+                moved = link_bytes != 0
+                for observer in self.traffic_observers:
+                    observer.on_links(t0, t1, links[moved], link_bytes[moved])
 
     def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:
         self._link_bytes += link_bytes

@@ -104,8 +104,9 @@ class Trajectory:
             _lerp(self.busy_s[i], self.busy_s[j], w, num_links),
         )
 
-    def totals(self, num_links: int) -> tuple[np.ndarray, np.ndarray]:
-        return _dense(self.link_bytes[-1], num_links), _dense(self.busy_s[-1], num_links)
+    def totals(self) -> tuple[SparseVector, SparseVector]:
+        """What the whole step added: (links, bytes) and (links, busy seconds), links ascending."""
+        return self.link_bytes[-1], self.busy_s[-1]
 
 
 def _dense(sparse_vec: SparseVector, n: int) -> np.ndarray:
