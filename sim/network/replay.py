@@ -192,6 +192,17 @@ class TrafficTape:
                     if hasattr(observer, "on_links"):
                         observer.on_links_repeated(t0s, t1s, links, link_bytes)
             calls = [c for c in calls if c[0] != "on_links"]
+        # sub-flows of every start at once per recorded call (the flow backend reports its links'
+        # bytes this way: per link, the interval of each rate): one call with per-sub-flow times
+        starts_s = np.asarray(starts, dtype=float)
+        for _, (t0, t1, flat, lengths, nbytes) in (c for c in calls if c[0] == "on_subflows"):
+            t0s = (starts_s[:, None] + (np.broadcast_to(t0, lengths.shape) - origin_s)).ravel()
+            t1s = (starts_s[:, None] + (np.broadcast_to(t1, lengths.shape) - origin_s)).ravel()
+            k = len(starts_s)
+            for observer in observers:
+                if hasattr(observer, "on_subflows"):
+                    observer.on_subflows(t0s, t1s, np.tile(flat, k), np.tile(lengths, k), np.tile(nbytes, k))
+        calls = [c for c in calls if c[0] != "on_subflows"]
         relative = [
             (
                 m,
