@@ -8,7 +8,7 @@ the topology and trace terms and enforces the limits. Figures are orders of magn
 a minute-long run from one that would exhaust memory or run for days:
 
 - `flows`: transfers started over the run, replayed steps included; `simulated_flows`: those whose
-  rates the flow network actually computes (a repeated collective step on an idle network is
+  rates the flow network actually computes (a repeated collective step with its links to itself is
   replayed after its first run, sim/network/replay.py); `peak_flows`: flows active at once (they
   size the max-min incidence matrices); `listed_flows`: flow tuples held at once in collective
   schedules (only distinct steps: a ring's identical steps share one list).
