@@ -44,6 +44,7 @@ TARGETS = {
     "allreduce-16k-clos3": 60.0,  # 16K-GPU flow-level ring all-reduce under 60 s
     "training-16k-analytical": 1.0,  # 16K-GPU analytical training iteration under 1 s
     "ingestion-1h-400workers": 120.0,  # 1 simulated hour, 400 workers: "a minute or two" (lead's brief)
+    "training-16k-cp16-flow": 60.0,  # issue 26: 16K-GPU 128K CP16 training on the flow network under 60 s
 }
 MIN_RATIO = 0.5  # events/s at least half of bare SimPy's
 MAX_MEMORY_MIB = 4096.0

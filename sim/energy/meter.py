@@ -98,12 +98,17 @@ class EnergyMeter:
         self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
         self._devices = list(self.inv.device_index)
         self._device_row = {name: i for i, name in enumerate(self._devices)}  # name -> row, O(1) per flow
-        self._rows_by_step: dict[StepKey, np.ndarray] = {}  # a keyed step's transfer -> its GPUs' rows
-        self._rows_by_content: dict[tuple, np.ndarray] = {}  # (srcs, dsts) as tuples -> their GPUs' rows
-        self._flow_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
-        self._comm = OpenIntervals(
-            len(self._devices),  # per GPU: open comm interval
-            lambda rows, start, end: self.spans.add_many(self._flow_key[rows], start, end),
+        # a transfer's GPUs communicate as one: per GPU set (a transfer's senders and receivers) one
+        # row of open intervals and one span key, fanned out to the set's GPUs by the report (16K
+        # GPUs in 128-GPU CP rings: 128x fewer intervals than one per GPU per step)
+        self._set_by_step: dict[StepKey, int] = {}  # a keyed step's transfer -> its GPU set's row
+        self._set_by_content: dict[tuple, int] = {}  # (srcs, dsts) as tuples -> their GPU set's row
+        self._set_of_rows: dict[bytes, int] = {}  # a GPU set (its device rows) -> its row
+        self._set_rows: dict[int, list[int]] = {}  # span key of a GPU set -> its device rows
+        self._comm_key = np.array([self.spans.key_id((node, "flow", "comm")) for node in self._devices], dtype=np.int64)
+        self._comm = OpenIntervals(  # rows: each GPU, then the GPU sets as they appear
+            len(self._devices),
+            lambda rows, start, end: self.spans.add_many(self._comm_key[rows], start, end),
         )
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
@@ -112,47 +117,55 @@ class EnergyMeter:
         """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
         is delivered, as GPUs inside one collective step wait for each other.
 
-        Intervals that continue a GPU's open interval (the next step of a collective starting when
-        the last one ended) extend it instead of adding a new one, so a 16K-GPU ring all-reduce keeps
-        one interval per GPU rather than 32K."""
-        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: buffered
+        Intervals that continue the open interval of the transfer's GPU set (the next step of a
+        collective starting when the last one ended) extend it instead of adding a new one, so a
+        16K-GPU ring all-reduce keeps one interval rather than 32K."""
+        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
             row = self._device_row
             rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
-            if rows:
-                end_s = finish_s.max().item()
-                if end_s > start_s:
-                    self._comm.add(rows, start_s, end_s)
-            return
-        uniq = self._transfer_rows(srcs, dsts, key)
-        if not len(uniq):
-            return
-        end_s = float(np.max(finish_s))
-        if end_s > start_s:
-            # every participant is in the transfer (an NCCL kernel spins) until its last flow lands
-            self._comm.add_many(uniq, start_s, end_s)
+        else:
+            rows = self._transfer_set(srcs, dsts, key)
+        if rows:
+            end_s = finish_s.max().item()
+            if end_s > start_s:
+                self._comm.add(rows, start_s, end_s)
 
-    def _transfer_rows(self, srcs: list[str], dsts: list[str], step: StepKey | None = None) -> np.ndarray:
-        """Rows of the GPUs among a transfer's endpoints, remembered for the next transfer between
-        the same endpoints: the same step (`step`: its key, sim/engine/replay.py) or, up to
-        _ROWS_BY_CONTENT_MAX flows, equal endpoints (another chunk of a collective)."""
-        by_step = self._rows_by_step.get(step) if step is not None else None
+    def _transfer_set(self, srcs: list[str], dsts: list[str], step: StepKey | None = None) -> list[int]:
+        """[row] of the GPU set of a transfer's endpoints ([] if none is a GPU; a single GPU's own row),
+        remembered for the next transfer between the same endpoints: the same step (`step`: its key,
+        sim/engine/replay.py) or, up to _ROWS_BY_CONTENT_MAX flows, equal endpoints (another chunk of
+        a collective)."""
+        by_step = self._set_by_step.get(step) if step is not None else None
         if by_step is not None:
-            return by_step
+            return [by_step] if by_step >= 0 else []
         key = (tuple(srcs), tuple(dsts)) if len(srcs) <= _ROWS_BY_CONTENT_MAX else None
-        uniq = self._rows_by_content.get(key) if key is not None else None
-        if uniq is None:
+        found = self._set_by_content.get(key) if key is not None else None
+        if found is None:
             row = self._device_row
             rows = np.fromiter(
                 (row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64, count=len(srcs) + len(dsts)
             )
-            uniq = np.unique(rows[rows >= 0])
+            found = self._set_row(np.unique(rows[rows >= 0]))
             if key is not None:
-                if len(self._rows_by_content) >= _ROWS_BY_CONTENT_SETS:
-                    self._rows_by_content.clear()  # bounded memory; a later transfer looks up again
-                self._rows_by_content[key] = uniq
+                if len(self._set_by_content) >= _ROWS_BY_CONTENT_SETS:
+                    self._set_by_content.clear()  # bounded memory; a later transfer looks up again
+                self._set_by_content[key] = found
         if step is not None and len(srcs) > 64:
-            self._rows_by_step[step] = uniq
-        return uniq
+            self._set_by_step[step] = found
+        return [found] if found >= 0 else []
+
+    def _set_row(self, rows: np.ndarray) -> int:
+        """The open-interval row of the GPU set `rows` (ascending device rows; -1 when empty)."""
+        if len(rows) <= 1:
+            return int(rows[0]) if len(rows) else -1
+        content = rows.tobytes()
+        found = self._set_of_rows.get(content)
+        if found is None:
+            found = self._set_of_rows[content] = self._comm.grow()
+            key = self.spans.key_id((f"{len(rows)} GPUs #{found}", "flow", "comm"))
+            self._comm_key = np.append(self._comm_key, key)
+            self._set_rows[key] = rows.tolist()
+        return found
 
     @classmethod
     def attach(cls, sim, cluster, scenario) -> EnergyMeter:
@@ -171,6 +184,8 @@ class EnergyMeter:
         self._comm.close()
         key_ids, start, end = self.spans.intervals()  # disjoint per (component, track, category)
         targets = [self._target(k) for k in self.spans.keys]
+        for k, rows in self._set_rows.items():  # a GPU set's transfers: comm on each of its GPUs
+            targets[k] = ("gpu", 1, rows)
         active = self._active_groups(targets)
         self._gpu_activity(targets, key_ids, start, end, fine, coarse)
         self._cpu_activity(targets, key_ids, start, end, fine, coarse)

@@ -1,8 +1,8 @@
 """GPUs' open comm intervals, folded in vectorised batches with exact running extrema.
 
-- `OpenIntervals` keeps, per GPU, the interval during which it takes part in transfers
-  (sim/energy/meter.py feeds it each transfer's endpoints; it hands closed intervals to a
-  `SpanActivity`, sim/engine/activity.py).
+- `OpenIntervals` keeps, per row (a GPU, or a set of GPUs that a transfer occupies together), the
+  interval during which it takes part in transfers (sim/energy/meter.py feeds it each transfer's
+  row; it hands closed intervals to a `SpanActivity`, sim/engine/activity.py).
 - `running_within` is the running maximum or minimum of values within each run of an ascending
   group, exact (values become ranks, offset per group, accumulated in integers): what folding the
   buffered transfers per GPU in call order needs.
@@ -16,17 +16,16 @@ import numpy as np
 
 
 class OpenIntervals:
-    """Per row (a GPU): the open interval during which it takes part in transfers.
+    """Per row (a GPU or a GPU set): the open interval during which it takes part in transfers.
 
     A transfer makes its rows busy from `start_s` until `end_s`. One that starts no later than the
     row's open interval ends (within 1e-12 relative) joins it: the interval spans both (transfers
     are seen when they end, so one that started earlier can arrive after a later one); otherwise the
     open interval is closed - handed to `emit(rows, starts, ends)` - and a new one opened, so
-    back-to-back steps of a collective keep one interval per GPU. Emitted intervals of a row may
-    overlap (their union is what counts). Transfers with few rows (`add`) are buffered
-    and folded in vectorised batches; ones with many (`add_many`) are folded at once, after the
-    buffer. Either way the intervals are those of folding every transfer in turn, in call order
-    (tests/workloads/test_workload_fast_paths.py holds it to that).
+    back-to-back steps of a collective keep one interval. Emitted intervals of a row may overlap
+    (their union is what counts). Transfers are buffered and folded in vectorised batches: the
+    intervals are those of folding every transfer in turn, in call order
+    (tests/workloads/test_workload_fast_paths.py holds it to that). Rows can be added (`grow`).
     """
 
     def __init__(self, rows: int, emit, batch: int = 1 << 16) -> None:
@@ -36,30 +35,23 @@ class OpenIntervals:
         self._batch = batch
         self._rows, self._counts = array("q"), array("q")
         self._starts, self._ends = array("d"), array("d")
-        # (rows array, end, latest start): those rows' open intervals all end at `end`, not yet
-        # written to _end, and start no later than `latest start` (a ring collective's steps, back
-        # to back on the same GPUs, extend it in O(1) each)
-        self._uniform: tuple[np.ndarray, float, float] | None = None
 
     @property
     def start(self) -> np.ndarray:
-        self._settle()
         return self._start
 
     @property
     def end(self) -> np.ndarray:
-        self._settle()
         return self._end
 
-    def _settle(self) -> None:
-        if self._uniform is not None:
-            rows, end, _ = self._uniform
-            self._uniform = None
-            self._end[rows] = end
+    def grow(self) -> int:
+        """Add a row (with no open interval); returns its index."""
+        self._start = np.append(self._start, 0.0)
+        self._end = np.append(self._end, -np.inf)
+        return len(self._start) - 1
 
     def add(self, rows: list[int], start_s: float, end_s: float) -> None:
         """Distinct `rows` busy over [start_s, end_s] (buffered)."""
-        self._settle()
         self._rows.extend(rows)
         self._counts.append(len(rows))
         self._starts.append(start_s)
@@ -67,39 +59,11 @@ class OpenIntervals:
         if len(self._rows) >= self._batch:
             self.flush()
 
-    def add_many(self, rows: np.ndarray, start_s: float, end_s: float) -> None:
-        """Distinct `rows` (an array) busy over [start_s, end_s], folded now."""
-        self.flush()
-        if self._uniform is not None and self._uniform[0] is rows:
-            _, end, latest_start = self._uniform  # every row's open end
-            if start_s > end * (1 + 1e-12) + 1e-15:
-                if end != -np.inf:
-                    self.emit(rows, self._start[rows], np.full(len(rows), end))
-                self._start[rows] = start_s
-                latest_start = start_s
-            elif start_s < latest_start:  # joins, starting earlier
-                self._start[rows] = np.minimum(self._start[rows], start_s)
-                latest_start = float(self._start[rows].max())
-            self._uniform = (rows, max(end, end_s), latest_start)
-            return
-        self._settle()
-        open_end = self._end[rows]
-        fresh = start_s > open_end * (1 + 1e-12) + 1e-15  # does not continue the open interval
-        closing = rows[fresh & np.isfinite(open_end)]
-        if len(closing):
-            self.emit(closing, self._start[closing], self._end[closing])
-        self._start[rows] = np.where(fresh, start_s, np.minimum(self._start[rows], start_s))
-        new_end = np.maximum(open_end, end_s)
-        self._end[rows] = new_end
-        if len(rows) > 64 and (new_end == end_s).all():
-            self._uniform = (rows, end_s, float(self._start[rows].max()))
-
     def flush(self) -> None:
         """Fold the buffered transfers, per row in call order: a row's open interval ends at the
         running maximum of its transfers' ends; a transfer starting past it closes it."""
         if not len(self._counts):
             return
-        self._settle()
         counts = np.frombuffer(self._counts, dtype=np.int64)
         row = np.frombuffer(self._rows, dtype=np.int64)
         order = np.argsort(row, kind="stable")  # per row, in call order
@@ -133,7 +97,6 @@ class OpenIntervals:
     def close(self) -> None:
         """Close every open interval (end of the run)."""
         self.flush()
-        self._settle()
         rows = np.flatnonzero(np.isfinite(self._end))
         if len(rows):
             self.emit(rows, self._start[rows], self._end[rows])

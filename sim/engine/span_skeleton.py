@@ -9,6 +9,11 @@ the oldest skeletons are evicted (a quarter of the capacity at a time), so the s
 the end of the run, where the walk starts; the path before the oldest one kept is unknown, and the
 report says so (`exact` false, the time before it `unrecorded`). Positions (`added`, `rows`) count
 every skeleton ever added, evicted ones included.
+
+The flows of one transfer arrive in bulk (`add_many`): they are kept as given (the transfer's
+interned codes, shared by every later run of the same step, its start and its ends) and laid out as
+columns only when read (`rows`, `frame`). A long run drops hundreds of millions of spans of which
+the last few million are kept, so most bulk chunks are evicted without ever being laid out.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ class SpanSkeleton:
         self.where = array("i")  # single spans: 3 interned codes each (component, track, category)
         self.times = array("d")  # 2 each: start, end
         self.causes = array("q")  # 3 each: id, after, until
-        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (where n x 3, times n x 2, causes n x 3)
+        # laid out (where n x 3, times n x 2, causes n x 3), or bulk as given (`_Bulk`), in order
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk] = []
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
 
@@ -53,11 +59,12 @@ class SpanSkeleton:
         keep = max(0, min(self.capacity * 3 // 4, self.capacity - n))
         drop = len(self) - keep
         while drop > 0 and self._chunks:
-            where, times, causes = self._chunks[0]
-            if len(times) <= drop:
+            chunk = self._chunks[0]
+            taken = len(chunk) if isinstance(chunk, _Bulk) else len(chunk[1])
+            if taken <= drop:
                 self._chunks.pop(0)
-                taken = len(times)
             else:  # copies: the evicted part's memory goes with it
+                where, times, causes = _laid_out(chunk)
                 self._chunks[0] = (where[drop:].copy(), times[drop:].copy(), causes[drop:].copy())
                 taken = drop
             self._chunked -= taken
@@ -96,10 +103,16 @@ class SpanSkeleton:
             return
         self._make_room(n)
         self._flush()  # keep the order in which spans were added
-        ids = np.arange(first_id + skip, first_id + total, dtype=np.int64)
-        causes = np.column_stack([ids, np.full(n, after, dtype=np.int64), np.full(n, after, dtype=np.int64)])
-        times = np.column_stack([np.broadcast_to(starts, (total,))[skip:], np.broadcast_to(ends, (total,))[skip:]])
-        self._chunks.append((np.asarray(where[skip:], dtype=np.int32), times.astype(float), causes))
+        ends = np.asarray(ends, dtype=float)
+        self._chunks.append(
+            _Bulk(
+                np.asarray(where[skip:], dtype=np.int32),
+                float(starts) if np.ndim(starts) == 0 else np.asarray(starts, dtype=float)[skip:].copy(),
+                float(ends) if ends.ndim == 0 else ends[skip:].copy(),
+                first_id + skip,
+                after,
+            )
+        )
         self._chunked += n
 
     def _flush(self) -> None:
@@ -119,23 +132,33 @@ class SpanSkeleton:
 
     def rows(self, start: int, stop: int) -> list[tuple]:
         """Skeletons at positions start..stop (`added` counts; evicted ones are left out) as
-        (component, track, category, start_s, end_s, id, after, until) tuples."""
-        where, times, causes = self._arrays()
+        (component, track, category, start_s, end_s, id, after, until) tuples. Only the chunks
+        that hold them are laid out (a replay's recording asks for its own, the latest, ones)."""
+        self._flush()
         start, stop = max(start - self.lost, 0), max(stop - self.lost, 0)
         names = list(self._names)
-        return [
-            (names[w[0]], names[w[1]], names[w[2]], float(t[0]), float(t[1]), int(c[0]), int(c[1]), int(c[2]))
-            for w, t, c in zip(where[start:stop], times[start:stop], causes[start:stop])
-        ]
+        out: list[tuple] = []
+        at = 0
+        for chunk in self._chunks:
+            n = len(chunk) if isinstance(chunk, _Bulk) else len(chunk[1])
+            lo, hi = max(start - at, 0), min(stop - at, n)
+            at += n
+            if lo >= hi:
+                continue
+            where, times, causes = _laid_out(chunk)
+            out += [
+                (names[w[0]], names[w[1]], names[w[2]], float(t[0]), float(t[1]), int(c[0]), int(c[1]), int(c[2]))
+                for w, t, c in zip(where[lo:hi].tolist(), times[lo:hi].tolist(), causes[lo:hi].tolist())
+            ]
+        return out
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._flush()
         if not self._chunks:
             return np.zeros((0, 3), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 3), dtype=np.int64)
-        if len(self._chunks) > 1:
-            merged = tuple(np.concatenate(part) for part in zip(*self._chunks))
-            self._chunks = [merged]  # type: ignore[list-item]
-        return self._chunks[0]
+        merged = tuple(np.concatenate(part) for part in zip(*(_laid_out(c) for c in self._chunks)))
+        self._chunks = [merged]  # type: ignore[list-item]
+        return merged  # type: ignore[return-value]
 
     def frame(self) -> pd.DataFrame:
         """The skeletons as rows of the span table (no name, bytes or FLOPs); names as categoricals
@@ -163,3 +186,29 @@ class SpanSkeleton:
                 "duration_s": times[:, 1] - times[:, 0],
             }
         )
+
+
+class _Bulk:
+    """The skeletons of one transfer's flows as given to `SpanSkeleton.add_many`: codes (shared, never
+    written), start (one or per flow), ends, consecutive ids from `first_id`, all started by `after`."""
+
+    __slots__ = ("where", "starts", "ends", "first_id", "after")
+
+    def __init__(self, where: np.ndarray, starts, ends, first_id: int, after: int) -> None:
+        self.where, self.starts, self.ends, self.first_id, self.after = where, starts, ends, first_id, after
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+
+def _laid_out(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A chunk's columns (where n x 3, times n x 2, causes n x 3)."""
+    if not isinstance(chunk, _Bulk):
+        return chunk
+    n = len(chunk)
+    ids = np.arange(chunk.first_id, chunk.first_id + n, dtype=np.int64)
+    after = np.full(n, chunk.after, dtype=np.int64)
+    times = np.empty((n, 2))
+    times[:, 0] = chunk.starts
+    times[:, 1] = chunk.ends
+    return chunk.where, times, np.column_stack([ids, after, after])

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 from make_golden import GOLDEN, SHORTEN, scenario_paths  # noqa: E402
 
-SLOW_BENCHMARKS = {"embedding-1024gpu.yaml"}  # 20-30 s a run on the 2-core CI machine
+SLOW_BENCHMARKS = {"embedding-1024gpu.yaml", "training-16k-cp16-flow.yaml"}  # 20-30 s a run on the 2-core CI machine
 
 
 def is_slow(path: Path) -> bool:

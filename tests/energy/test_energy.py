@@ -184,6 +184,26 @@ def test_energy_is_exact_when_the_span_recorder_drops_spans():
     assert {k: capped.metrics[k] for k in keys} == {k: full.metrics[k] for k in keys}
 
 
+def test_a_collectives_gpus_communicate_as_one_set_with_the_energy_of_one_interval_per_gpu(monkeypatch):
+    """Transfers with many endpoints keep one open interval per GPU set (fanned out to its GPUs by
+    the report); folding them per GPU instead gives the same energy and power series."""
+    import sim.energy.meter
+    from sim.engine.open_intervals import OpenIntervals
+
+    grown = []
+    grow = OpenIntervals.grow
+    monkeypatch.setattr(OpenIntervals, "grow", lambda self: grown.append(1) or grow(self))
+    path, ring = "scenarios/allreduce-2x8-h100.yaml", ["workload.algorithm=ring"]  # 16 GPUs, 2 hosts
+    sets = run(load_scenario(path, ring))
+    assert len(grown) >= 1  # the ring's GPUs: one set
+    monkeypatch.setattr(sim.energy.meter, "_FEW_ENDPOINTS", 10**9)  # every transfer: one row per GPU
+    per_gpu = run(load_scenario(path, ring))
+    assert sets.metrics["energy_j_by_class"]["gpu"] > 0
+    keys = ("energy_j", "avg_power_w", "peak_power_w", "cluster_power_swing_w_per_s")
+    assert {k: sets.metrics[k] for k in keys} == pytest.approx({k: per_gpu.metrics[k] for k in keys}, rel=1e-12)
+    assert sets.metrics["energy_j_by_class"] == pytest.approx(per_gpu.metrics["energy_j_by_class"], rel=1e-12)
+
+
 def test_gpu_activity_merged_a_block_of_devices_at_a_time_gives_the_same_energy():
     """The report merges (span, device) pairs a block of devices at a time (bounded memory on long
     runs); blocks of 3 pairs give what one block gives, within float rounding."""

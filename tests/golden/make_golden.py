@@ -22,6 +22,13 @@ GOLDEN = ROOT / "tests" / "golden" / "metrics.json"
 # benchmark scenarios too heavy to run whole here: the overrides that shorten them
 SHORTEN = {
     "benchmarks/scenarios/ingestion-1h-400workers.yaml": ["workload.duration_s=20"],
+    # one replica of 16 stage groups (2,048 GPUs), one iteration of 16 micro-batches
+    "benchmarks/scenarios/training-16k-cp16-flow.yaml": [
+        "hardware.nodes=256",
+        "workload.parallelism.dp=1",
+        "workload.iterations=1",
+        "workload.global_batch_tokens=2097152",
+    ],
 }
 
 

@@ -352,12 +352,7 @@ def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_tu
             else:  # joins the open interval, maybe earlier
                 start_of[r] = min(start_of[r], start)
             end_of[r] = max(end_of[r], end)
-        if ring:
-            intervals.add_many(everyone, start, end)
-        elif rng.random() < 0.2:
-            intervals.add_many(np.array(rows), start, end)
-        else:
-            intervals.add(rows, start, end)
+        intervals.add(rows, start, end)
     intervals.close()
     expected += [(r, start_of[r], end_of[r]) for r in range(n) if end_of[r] > -math.inf]
     assert len(expected) > 1000
