@@ -293,7 +293,10 @@ class EnergyMeter:
         if not sel.any():
             return
         k_sel, s_sel, e_sel = key_ids[sel], start[sel], end[sel]
-        dev_group_arr = np.asarray(dev_group)
+        n_rows = len(dev_group)
+        # GPUs with the same activity (mirroring one driver, in the same collectives) are swept once
+        flat, counts, rep = _activity_classes(flat, counts, key_state, k_sel, s_sel, e_sel, n_rows)
+        members = _class_members(rep, np.asarray(dev_group), n_dev)
         blocks = _row_blocks(flat, counts, np.bincount(k_sel, minlength=len(targets)), self.block_entries)
         if len(blocks) > 1:  # several blocks spread separately: the bins must already cover the run
             fine.fit(float(e_sel.max()))
@@ -308,22 +311,36 @@ class EnergyMeter:
             segments = _device_segments(
                 b_flat, b_counts, key_state, k_sel[b_sel], s_sel[b_sel], e_sel[b_sel], inv.site.gpu_comm_activity
             )
-            self._spread_gpu(segments, dev_group_arr, n_dev, fine, coarse)
+            self._spread_gpu(segments, members, fine, coarse)
 
-    def _spread_gpu(self, segments, dev_group: np.ndarray, n_dev: int, fine, coarse) -> None:
-        """GPU and chassis energy of per-device activity segments (t0, t1, device row, activity)."""
+    def _spread_gpu(self, segments, members: tuple, fine, coarse) -> None:
+        """GPU and chassis energy of activity segments (t0, t1, representative device row, activity),
+        for every device each representative stands for (`_class_members`)."""
         inv = self.inv
         t0, t1, dev_seg, activity = segments
-        gpu_j = activity * inv.gpu_dynamic_w * (t1 - t0)
-        groups = dev_group[dev_seg]
-        fine.spread(np.full(len(t0), CLASS_ROW["gpu"]), t0, t1, gpu_j)
-        coarse.spread(groups, t0, t1, gpu_j)
-        on_gpu_host = dev_seg < n_dev
-        if on_gpu_host.any():
-            per_gpu = dynamic_w(inv.site.gpu_host) / max(len(inv.topology.hosts[0]), 1)
-            chassis_j = (activity * per_gpu * (t1 - t0))[on_gpu_host]
-            fine.spread(np.full(len(chassis_j), CLASS_ROW["chassis"]), t0[on_gpu_host], t1[on_gpu_host], chassis_j)
-            coarse.spread(groups[on_gpu_host], t0[on_gpu_host], t1[on_gpu_host], chassis_j)
+        total, on_hosts, ptr, pair_group, pair_count, pair_on_host = members
+        gpu_j = activity * inv.gpu_dynamic_w * (t1 - t0)  # one device's
+        per_gpu = dynamic_w(inv.site.gpu_host) / max(len(inv.topology.hosts[0]), 1)
+        chassis_j = activity * per_gpu * (t1 - t0)
+        fine.spread(np.full(len(t0), CLASS_ROW["gpu"]), t0, t1, gpu_j * total[dev_seg])
+        hosted = on_hosts[dev_seg] > 0
+        if hosted.any():
+            fine.spread(
+                np.full(int(hosted.sum()), CLASS_ROW["chassis"]),
+                t0[hosted],
+                t1[hosted],
+                (chassis_j * on_hosts[dev_seg])[hosted],
+            )
+        # per (segment, group of its devices): the devices of the class in that group
+        first, n = ptr[dev_seg], ptr[dev_seg + 1] - ptr[dev_seg]
+        seg = np.repeat(np.arange(len(t0)), n)
+        pair = np.repeat(first - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        groups, count = pair_group[pair], pair_count[pair]
+        coarse.spread(groups, t0[seg], t1[seg], gpu_j[seg] * count)
+        hosted = pair_on_host[pair]
+        if hosted.any():
+            seg, count = seg[hosted], count[hosted]
+            coarse.spread(groups[hosted], t0[seg], t1[seg], chassis_j[seg] * count)
 
     def _cpu_activity(self, targets, key_ids, start, end, fine, coarse) -> None:
         """Core-seconds per CPU key, spread over its busy intervals -> CPU, DRAM and board energy."""
@@ -473,6 +490,51 @@ def _segment_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     c = np.r_[0, np.cumsum(values, dtype=np.int64)]
     ptr = np.r_[0, np.cumsum(counts)]
     return c[ptr[1:]] - c[ptr[:-1]]
+
+
+def _activity_classes(flat, counts, key_state, k_sel, s_sel, e_sel, n_rows: int) -> tuple:
+    """Devices whose keys bring the same intervals (the same state and the same start and end
+    times: GPUs that mirror one driver, GPUs of one collective's set) have the same activity: one
+    representative per such class is swept. Returns the key -> device CSR (`flat`, `counts`)
+    restricted to the representatives and, per device row, its representative (-1: no activity).
+    `k_sel` (sorted), `s_sel`, `e_sel`: the keys' intervals."""
+    bounds = np.searchsorted(k_sel, np.arange(len(counts) + 1))
+    content = np.full(len(counts), -1, dtype=np.int64)
+    seen: dict[tuple, int] = {}
+    for k in np.flatnonzero((counts > 0) & (np.diff(bounds) > 0)).tolist():
+        a, b = bounds[k], bounds[k + 1]
+        content[k] = seen.setdefault((int(key_state[k]), s_sel[a:b].tobytes(), e_sel[a:b].tobytes()), len(seen))
+    entry_content = np.repeat(content, counts)
+    has = entry_content >= 0
+    dev, c = flat[has], entry_content[has]
+    order = np.lexsort((c, dev))
+    dev, c = dev[order], c[order]
+    distinct = np.r_[True, (dev[1:] != dev[:-1]) | (c[1:] != c[:-1])]  # the same content twice adds nothing
+    dev, c = dev[distinct], c[distinct]
+    starts = np.flatnonzero(np.r_[True, dev[1:] != dev[:-1]]) if len(dev) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(dev)].astype(np.int64)
+    rep = np.full(n_rows, -1, dtype=np.int64)
+    classes: dict[bytes, int] = {}
+    for d, a, b in zip(dev[starts].tolist(), starts.tolist(), ends.tolist()):
+        rep[d] = classes.setdefault(c[a:b].tobytes(), d)
+    kept = rep[flat] == flat  # a representative's entries
+    return flat[kept], _segment_sums(kept, counts), rep
+
+
+def _class_members(rep: np.ndarray, dev_group: np.ndarray, n_dev: int) -> tuple:
+    """Per representative row: (devices it stands for, those on GPU hosts (chassis power), CSR
+    pointer into its (group, device count, on a GPU host) pairs, and the pairs)."""
+    rows = np.flatnonzero(rep >= 0)
+    n_rows = len(rep)
+    total = np.bincount(rep[rows], minlength=n_rows)
+    on_hosts = np.bincount(rep[rows], weights=(rows < n_dev).astype(float), minlength=n_rows)
+    n_groups = int(dev_group.max()) + 1 if len(dev_group) else 1
+    code = rep[rows] * n_groups + dev_group[rows]
+    pairs, first, count = np.unique(code, return_index=True, return_counts=True)
+    pair_rep, pair_group = pairs // n_groups, pairs % n_groups
+    host_of_pair = rows[first] < n_dev  # a group's devices are all on GPU hosts, or all pool GPUs
+    ptr = np.r_[0, np.cumsum(np.bincount(pair_rep, minlength=n_rows))]
+    return total.astype(float), on_hosts, ptr, pair_group, count.astype(float), host_of_pair
 
 
 def _row_blocks(flat: np.ndarray, counts: np.ndarray, spans_per_key: np.ndarray, block_entries: int) -> list:
