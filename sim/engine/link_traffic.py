@@ -7,6 +7,8 @@
   it is given and bins it in vectorised batches (`flush()`, also done before results are read):
   the same amounts per interval and row as binning each call at once, summed in another order
   (identical within float rounding; tests/workloads/test_workload_fast_paths.py compares both).
+  A step replayed again and again (`on_step`, sim/network/flow.py) has its weighted amounts per row
+  summed once (its *profile*) and reused at every replay.
 - `AdaptiveBins` holds amounts (e.g. joules) over time in a fixed number of equal bins whose width
   doubles - adjacent pairs merge - whenever something lands past the end, so any run length fits
   and the totals stay exact. An amount spread over [t0, t1] is split uniformly over the bins it
@@ -20,6 +22,7 @@ from collections.abc import Hashable
 import numpy as np
 
 MIN_BIN_S = 2.0**-30  # ~1 ns: the initial bin width
+_PROFILES_MAX = 4096  # step profiles kept (bounded memory; a step seen again is profiled again)
 
 
 class AdaptiveBins:
@@ -184,6 +187,8 @@ class LinkTraffic:
         self._bytes = 0.0
         self._chunks: list[tuple] = []  # on_links reports
         self._subflows = SubflowBuffer()  # on_subflows reports
+        self._stepped: list[tuple[float, float, float, _Profile]] = []  # on_step reports: t0, t1, times, profile
+        self._profiles: dict[Hashable, _Profile] = {}
         self._entries = 0
 
     @property
@@ -213,6 +218,30 @@ class LinkTraffic:
                 (np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), links, link_bytes, None),
                 len(links) * len(t0),
             )
+
+    def on_step(
+        self, t0: float, t1: float, step: Hashable, times: float, links: np.ndarray, link_bytes: np.ndarray
+    ) -> None:
+        """`on_links(t0, t1, links, times x link_bytes)`: `times` runs of a recorded step during
+        [t0, t1]. `step` stands for the step's `links` and `link_bytes` (per run), which never change:
+        its amounts per row are summed the first time and reused."""
+        profile = self._profiles.get(step)
+        if profile is None:
+            if len(self._profiles) >= _PROFILES_MAX:
+                self._profiles.clear()
+            profile = self._profiles[step] = self._profile(links, link_bytes)
+        self._stepped.append((t0, t1, times, profile))
+        self._counted(profile.entries)
+
+    def _profile(self, links: np.ndarray, link_bytes: np.ndarray) -> _Profile:
+        rows_amounts = []
+        for rows, coef, _ in self.row_sets:
+            r = np.take(rows, links, axis=0).ravel()
+            c = (np.take(coef, links, axis=0) * np.asarray(link_bytes, dtype=float)[:, None]).ravel()
+            used, inverse = np.unique(r, return_inverse=True)
+            sums = np.bincount(inverse.ravel(), c, minlength=len(used))
+            rows_amounts.append((used[sums != 0], sums[sums != 0]))
+        return _Profile(rows_amounts, float(np.sum(link_bytes)))
 
     def on_subflows(
         self, t0: np.ndarray, t1: np.ndarray, flat: np.ndarray, lengths: np.ndarray, nbytes: np.ndarray
@@ -261,6 +290,20 @@ class LinkTraffic:
             t0, t1, nbytes, flat, lengths = subflows
             sub = np.repeat(np.arange(len(lengths)), lengths)
             self._bin(t0, t1, sub, flat, nbytes[sub])
+        stepped, self._stepped = self._stepped, []
+        if stepped:
+            self._bytes += sum(times * p.nbytes for _, _, times, p in stepped)
+            starts, ends, pair, n = _timings(
+                np.array([s[0] for s in stepped], dtype=float),
+                np.array([s[1] for s in stepped], dtype=float),
+                np.arange(len(stepped)),
+            )
+            for i, (_, _, bins) in enumerate(self.row_sets):
+                parts = [p.rows_amounts[i] for _, _, _, p in stepped]
+                entry_pair = np.repeat(pair, [len(r) for r, _ in parts])
+                rows = np.concatenate([r for r, _ in parts])
+                amounts = np.concatenate([a * times for (_, a), (_, _, times, _) in zip(parts, stepped)])
+                _spread_rows(bins, starts, ends, n, entry_pair, rows, amounts)
 
     def _bin(
         self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray
@@ -268,27 +311,54 @@ class LinkTraffic:
         """Entry i moves entry_bytes[i] over link flat[i] uniformly during interval interval[i]
         ([t0, t1] of it): weighted sums per distinct (timing, row), spread into the bins."""
         self._bytes += float(entry_bytes.sum())
-        # intervals of equal timing (sub-flows of one transfer, mostly) are binned together
-        u0, i0 = np.unique(t0, return_inverse=True)
-        u1, i1 = np.unique(t1, return_inverse=True)
-        pairs, pair_of = np.unique(i0.ravel() * len(u1) + i1.ravel(), return_inverse=True)
-        starts, ends = u0[pairs // len(u1)], u1[pairs % len(u1)]
-        interval = pair_of.ravel()[interval]
+        starts, ends, interval, n = _timings(t0, t1, interval)
         for rows, coef, bins in self.row_sets:
             r, c = (
                 np.take(rows, flat, axis=0),
                 np.take(coef, flat, axis=0) * entry_bytes[:, None],
             )  # take: ~5x rows[flat]
-            code = np.repeat(interval, rows.shape[1]) * bins.rows + r.ravel()
-            if len(pairs) * bins.rows <= 4 * len(code) + 4096:
-                sums = np.bincount(code, c.ravel(), minlength=len(pairs) * bins.rows)
-                codes = np.flatnonzero(sums != 0)
-                sums = sums[codes]
-            else:
-                codes, inverse = np.unique(code, return_inverse=True)
-                sums = np.bincount(inverse.ravel(), c.ravel(), minlength=len(codes))
-            k = codes // bins.rows
-            bins.spread(codes % bins.rows, starts[k], ends[k], sums)
+            _spread_rows(bins, starts, ends, n, np.repeat(interval, rows.shape[1]), r.ravel(), c.ravel())
+
+
+class _Profile:
+    """A recorded step's weighted amounts per row set: (rows, amounts) of one run, and its bytes."""
+
+    __slots__ = ("rows_amounts", "nbytes", "entries")
+
+    def __init__(self, rows_amounts: list[tuple[np.ndarray, np.ndarray]], nbytes: float) -> None:
+        self.rows_amounts, self.nbytes = rows_amounts, nbytes
+        self.entries = sum(len(r) for r, _ in rows_amounts)
+
+
+def _timings(t0: np.ndarray, t1: np.ndarray, interval: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Intervals of equal timing (sub-flows of one transfer, mostly) binned together: (starts, ends)
+    of the distinct timings, each entry's timing (`interval` mapped), their number."""
+    u0, i0 = np.unique(t0, return_inverse=True)
+    u1, i1 = np.unique(t1, return_inverse=True)
+    pairs, pair_of = np.unique(i0.ravel() * len(u1) + i1.ravel(), return_inverse=True)
+    return u0[pairs // len(u1)], u1[pairs % len(u1)], pair_of.ravel()[interval], len(pairs)
+
+
+def _spread_rows(
+    bins: AdaptiveBins,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    n_timings: int,
+    entry_timing: np.ndarray,
+    rows: np.ndarray,
+    amounts: np.ndarray,
+) -> None:
+    """Amounts per (timing, row) summed, then spread into the bins in one call."""
+    code = entry_timing * bins.rows + rows
+    if n_timings * bins.rows <= 4 * len(code) + 4096:
+        sums = np.bincount(code, amounts, minlength=n_timings * bins.rows)
+        codes = np.flatnonzero(sums != 0)
+        sums = sums[codes]
+    else:
+        codes, inverse = np.unique(code, return_inverse=True)
+        sums = np.bincount(inverse.ravel(), amounts, minlength=len(codes))
+    k = codes // bins.rows
+    bins.spread(codes % bins.rows, starts[k], ends[k], sums)
 
 
 def _moved(links: np.ndarray, link_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

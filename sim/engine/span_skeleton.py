@@ -19,6 +19,7 @@ the last few million are kept, so most bulk chunks are evicted without ever bein
 from __future__ import annotations
 
 from array import array
+from collections import deque
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ class SpanSkeleton:
         self.times = array("d")  # 2 each: start, end
         self.causes = array("q")  # 3 each: id, after, until
         # laid out (where n x 3, times n x 2, causes n x 3), or bulk as given (`_Bulk`), in order
-        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk] = []
+        self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk] = deque()
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
 
@@ -62,7 +63,7 @@ class SpanSkeleton:
             chunk = self._chunks[0]
             taken = len(chunk) if isinstance(chunk, _Bulk) else len(chunk[1])
             if taken <= drop:
-                self._chunks.pop(0)
+                self._chunks.popleft()
             else:  # copies: the evicted part's memory goes with it
                 where, times, causes = _laid_out(chunk)
                 self._chunks[0] = (where[drop:].copy(), times[drop:].copy(), causes[drop:].copy())
@@ -103,16 +104,11 @@ class SpanSkeleton:
             return
         self._make_room(n)
         self._flush()  # keep the order in which spans were added
-        ends = np.asarray(ends, dtype=float)
-        self._chunks.append(
-            _Bulk(
-                np.asarray(where[skip:], dtype=np.int32),
-                float(starts) if np.ndim(starts) == 0 else np.asarray(starts, dtype=float)[skip:].copy(),
-                float(ends) if ends.ndim == 0 else ends[skip:].copy(),
-                first_id + skip,
-                after,
-            )
-        )
+        if np.ndim(starts):
+            starts = np.array(starts[skip:], dtype=float)
+        # a transfer's ends: its own array, never written once it completed (kept, not copied)
+        ends = np.asarray(ends, dtype=float)[skip:] if np.ndim(ends) else float(ends)
+        self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, ends, first_id + skip, after))
         self._chunked += n
 
     def _flush(self) -> None:
@@ -157,7 +153,7 @@ class SpanSkeleton:
         if not self._chunks:
             return np.zeros((0, 3), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 3), dtype=np.int64)
         merged = tuple(np.concatenate(part) for part in zip(*(_laid_out(c) for c in self._chunks)))
-        self._chunks = [merged]  # type: ignore[list-item]
+        self._chunks = deque([merged])  # type: ignore[list-item]
         return merged  # type: ignore[return-value]
 
     def frame(self) -> pd.DataFrame:

@@ -85,10 +85,11 @@ class Network:
         self.bytes_delivered = 0.0
         self.flows_started = 0
         # objects with on_links(t0, t1, links, link_bytes) (bytes moved on those links, sparse) /
-        # on_subflows(t0, t1, flat, lengths, nbytes) that
-        # see every byte moved, and when, and optionally on_flows(srcs, dsts, start_s, finish_s, key) that
-        # sees each transfer's endpoints (and step key) when it completes (sim/engine/link_traffic.py:
-        # traffic- and activity-driven power)
+        # on_subflows(t0, t1, flat, lengths, nbytes) that see every byte moved, and when; optionally
+        # on_flows(srcs, dsts, start_s, finish_s, key) that sees each transfer's endpoints (and step
+        # key) when it completes, and on_step(t0, t1, step, times, links, link_bytes) for replayed
+        # steps (else on_links with times x link_bytes) (sim/engine/link_traffic.py: traffic- and
+        # activity-driven power)
         self.traffic_observers: list = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]] = {}
         # step key -> (srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once
@@ -347,7 +348,7 @@ class Network:
                 where = recorder.skeleton_where(group.srcs, kinds, "comm")
                 if group.key is not None:
                     self._skeleton_where[group.key] = where
-            ends = np.broadcast_to(group.finish_s, (n,))
+            ends = group.finish_s  # one per flow; kept as it is by the skeleton
             recorder.skeleton_codes(where, group.start_s, ends, first, group.cause)
             if n:
                 self.sim.env.cause = first + int(np.argmax(ends))

@@ -436,13 +436,16 @@ class FlowNetwork(Network):
         d = self._deferred.pop(key, None)
         if d is not None:  # sparse: a step's own links (the totals of count replays)
             trajectory, count, t0, t1 = d
-            (links, link_bytes), (busy_links, busy) = trajectory.totals()
-            link_bytes = link_bytes * count
+            (links, per_run), (busy_links, busy) = trajectory.totals()
+            link_bytes = per_run * count
             self._link_bytes[links] += link_bytes
             self._link_busy_s[busy_links] += busy * count
-            if self.traffic_observers:
-                moved = link_bytes != 0
-                for observer in self.traffic_observers:
+            for observer in self.traffic_observers:
+                on_step = getattr(observer, "on_step", None)  # optional: the trajectory's totals reused
+                if on_step is not None:
+                    on_step(t0, t1, trajectory, count, links, per_run)
+                else:
+                    moved = link_bytes != 0
                     observer.on_links(t0, t1, links[moved], link_bytes[moved])
 
     def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 SparseVector = tuple[np.ndarray, np.ndarray]  # (indices, values)
 
 
-@dataclass
+@dataclass(eq=False)  # hashed by identity: traffic observers key what they derive from it by the trajectory
 class Trajectory:
     key: StepKey  # the step recorded
     gid: int  # flow group being recorded

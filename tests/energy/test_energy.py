@@ -204,6 +204,35 @@ def test_a_collectives_gpus_communicate_as_one_set_with_the_energy_of_one_interv
     assert sets.metrics["energy_j_by_class"] == pytest.approx(per_gpu.metrics["energy_j_by_class"], rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    "path, overrides",
+    [("scenarios/allreduce-2x8-h100.yaml", ["workload.algorithm=ring"]), ("scenarios/cp-70b-h100-2hosts-128k.yaml", [])],
+)
+def test_gpus_with_the_same_activity_swept_once_give_the_energy_of_sweeping_each(monkeypatch, path, overrides):
+    """The report sweeps one GPU per class of GPUs whose keys bring identical intervals and charges
+    it per device; sweeping every GPU on its own gives the same energy and power series."""
+    import sim.energy.meter
+
+    classes = run(load_scenario(path, overrides))
+    swept = []
+    grouped = sim.energy.meter._activity_classes
+
+    def each_gpu(flat, counts, key_state, k_sel, s_sel, e_sel, n_rows):
+        _, _, rep = grouped(flat, counts, key_state, k_sel, s_sel, e_sel, n_rows)
+        swept.append((int((rep == np.arange(n_rows)).sum()), int((rep >= 0).sum())))
+        rep = np.where(rep >= 0, np.arange(n_rows), -1)  # every active GPU its own class
+        return flat, counts, rep
+
+    monkeypatch.setattr(sim.energy.meter, "_activity_classes", each_gpu)
+    each = run(load_scenario(path, overrides))
+    (representatives, active), *_ = swept
+    assert representatives < active  # the shortcut did group GPUs
+    keys = ("energy_j", "avg_power_w", "peak_power_w", "cluster_power_swing_w_per_s")
+    assert {k: classes.metrics[k] for k in keys} == pytest.approx({k: each.metrics[k] for k in keys}, rel=1e-12)
+    for scope in ("energy_j_by_class", "energy_j_by_scope"):
+        assert classes.metrics[scope] == pytest.approx(each.metrics[scope], rel=1e-12)
+
+
 def test_gpu_activity_merged_a_block_of_devices_at_a_time_gives_the_same_energy():
     """The report merges (span, device) pairs a block of devices at a time (bounded memory on long
     runs); blocks of 3 pairs give what one block gives, within float rounding."""

@@ -327,6 +327,47 @@ def test_link_traffic_repeated_calls_equal_each_call_in_turn():
     np.testing.assert_allclose(got.values(), ref.values(), rtol=1e-9, atol=1e-12)
 
 
+def test_link_traffic_replayed_steps_equal_their_link_bytes_call_by_call():
+    """A replayed step reports `times` runs of its recorded link bytes (`on_step`, sim/network/flow.py):
+    LinkTraffic sums the step's amounts per row once and reuses them; the bins equal those of
+    `on_links` with times x the bytes, mixed with ordinary calls and flushes in between."""
+    from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
+
+    rng = np.random.default_rng(11)
+    links = 40
+    rows = rng.integers(0, 5, (links, 2))
+    coef = np.where(rng.random((links, 2)) < 0.8, rng.uniform(1e-9, 1e-8, (links, 2)), 0.0)
+
+    def traffic(batch):
+        return LinkTraffic(
+            [(rows, coef, AdaptiveBins(5, 32)), (rows[:, ::-1], coef, AdaptiveBins(5, 16))], batch_entries=batch
+        )
+
+    steps = []
+    for _ in range(4):  # recorded steps: their links and bytes per run
+        used = np.sort(rng.choice(links, int(rng.integers(1, links)), replace=False))
+        steps.append((object(), used, rng.uniform(0, 1e6, len(used))))
+    bulk, each = traffic(64), traffic(0)
+    t = 0.0
+    for _ in range(80):
+        t0 = t + float(rng.uniform(0, 1e-4))
+        t = t1 = t0 + float(rng.uniform(0, 2e-4))
+        if rng.random() < 0.3:  # an ordinary call between the replays
+            used = np.flatnonzero(rng.random(links) < 0.5)
+            link_bytes = rng.uniform(0, 1e6, len(used))
+            bulk.on_links(t0, t1, used, link_bytes)
+            each.on_links(t0, t1, used, link_bytes)
+            continue
+        token, used, per_run = steps[int(rng.integers(len(steps)))]
+        times = int(rng.integers(1, 4))
+        bulk.on_step(t0, t1, token, times, used, per_run)
+        each.on_links(t0, t1, used, per_run * times)
+    assert bulk.bytes == pytest.approx(each.bytes, rel=1e-12)
+    for (_, _, got), (_, _, ref) in zip(bulk.row_sets, each.row_sets):
+        assert got.width_s == ref.width_s
+        np.testing.assert_allclose(got.values(), ref.values(), rtol=1e-9, atol=1e-12)
+
+
 def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_turn():
     from sim.engine.open_intervals import OpenIntervals
 
