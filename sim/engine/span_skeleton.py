@@ -107,8 +107,8 @@ class SpanSkeleton:
         if np.ndim(starts):
             starts = np.array(starts[skip:], dtype=float)
         # a transfer's ends: its own array, never written once it completed (kept, not copied)
-        ends = np.asarray(ends, dtype=float)[skip:] if np.ndim(ends) else float(ends)
-        self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, ends, first_id + skip, after))
+        kept_ends = np.asarray(ends, dtype=float)[skip:] if np.ndim(ends) else float(ends)
+        self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, kept_ends, first_id + skip, after))
         self._chunked += n
 
     def _flush(self) -> None:

@@ -206,7 +206,10 @@ def test_a_collectives_gpus_communicate_as_one_set_with_the_energy_of_one_interv
 
 @pytest.mark.parametrize(
     "path, overrides",
-    [("scenarios/allreduce-2x8-h100.yaml", ["workload.algorithm=ring"]), ("scenarios/cp-70b-h100-2hosts-128k.yaml", [])],
+    [
+        ("scenarios/allreduce-2x8-h100.yaml", ["workload.algorithm=ring"]),
+        ("scenarios/cp-70b-h100-2hosts-128k.yaml", []),
+    ],
 )
 def test_gpus_with_the_same_activity_swept_once_give_the_energy_of_sweeping_each(monkeypatch, path, overrides):
     """The report sweeps one GPU per class of GPUs whose keys bring identical intervals and charges
