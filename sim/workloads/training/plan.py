@@ -82,6 +82,11 @@ class TrainingPlan:
             "head bwd": self._timed(backward_pass(last)),
         }
 
+    def layer_items(self, part: str) -> tuple:
+        """The kernels and collectives of one transformer layer: `part` "layer fwd" or "layer bwd"
+        (its recomputation included)."""
+        return self._parts[part]
+
     def segments(self, kind: str, j: int) -> list[tuple[str, tuple, int]]:
         parts, n, last = self._parts, self.layers_per_vstage[j], self.virtual_stages - 1
         layers = [(f"layer {'fwd' if kind == 'F' else 'bwd'}", n)] if n else []  # a chunk may hold none

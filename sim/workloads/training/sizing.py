@@ -1,14 +1,17 @@
 """The resource estimate of a `kind: training` run (sim/engine/cost.py): forward/backward ops of the
 simulated stage groups (pp x replicas; one replica per equivalence class where representative);
 with replay only one layer per op shape runs kernel by kernel; plus pipeline sends and the DP rings.
+A layer's kernels and collectives are those the run will execute (`TrainingPlan`'s layer items);
+each collective is counted as ring steps (n - 1 for all-gather and reduce-scatter, 2(n - 1) for
+all-reduce) or one direct all-to-all step.
 """
 
 from __future__ import annotations
 
 from sim.engine.cost import EVENTS_PER_KERNEL, EVENTS_PER_STEP, Estimate
+from sim.models.training_shapes import CommOp
+from sim.workloads.training.plan import TrainingPlan
 
-KERNELS_PER_LAYER = 12  # GEMMs, attention, norms and elementwise per layer and direction (rounded)
-COLLECTIVES_PER_LAYER = 4  # TP (and CP) collectives per layer, forward and backward
 EVENTS_PER_OP = 6.0  # a replayed forward/backward op (hold, p2p send, waits; measured ~7)
 TRAINING_CLASSES = 1  # assumption: replica equivalence classes on a regular fabric (+1 per straggler)
 
@@ -33,15 +36,9 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     groups = pp * replicas
     # replay: one layer of each op shape (forward, backward, recompute) per group signature in full
     detailed_layers = 4 * TRAINING_CLASSES if replay else groups * ops * layers_per_op
-    tp_steps, cp_steps = 2 * (tp - 1), cp - 1  # ring TP all-reduce, CP all-gather
-    steps_per_layer = COLLECTIVES_PER_LAYER * (tp_steps + cp_steps)  # every subgroup of a block steps together
-    experts = getattr(c.model, "experts", 0)
-    kernels_per_layer = KERNELS_PER_LAYER + (3 * experts // ep + 2 if experts else 0)  # MoE: router, permutes
+    kernels_per_layer, steps_per_layer, flows_per_layer = layer_costs(c, hw)
     kernels = detailed_layers * kernels_per_layer
-    collective_flows = detailed_layers * COLLECTIVES_PER_LAYER * (tp_steps * tp * cp + cp_steps * cp * tp) * ep
-    if ep > 1:  # dispatch and combine all-to-alls (direct: one step of ep x (ep - 1) flows per tp x cp index)
-        steps_per_layer += 2
-        collective_flows += detailed_layers * 2 * ep * (ep - 1) * tp * cp
+    collective_flows = detailed_layers * flows_per_layer
     p2p_flows = groups * ops * group if pp > 1 else 0
     dp_flows = (2 if cfg.data_parallel == "fsdp" else 1) * dp * cp * tp * pp
     flows = collective_flows + p2p_flows + dp_flows
@@ -65,3 +62,30 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     )
     est.add(per_iter, times=cfg.iterations)
     return est
+
+
+def layer_costs(c, hw) -> tuple[float, float, float]:
+    """(kernels, collective steps, collective flows) of one layer, forward and backward averaged:
+    the items the run executes (`TrainingPlan`'s layer parts). Every subgroup of a stage group (a
+    block of ep replicas' groups) steps together: a ring step moves one flow per member."""
+    par = c.parallelism
+    size = {"tp": par.tp, "cp": par.cp, "ep": par.ep}
+    members = par.tp * par.cp * par.ep
+    plan = TrainingPlan(c, c.family, hw.gpu, c.shape())
+    kernels = steps = flows = 0.0
+    for part in ("layer fwd", "layer bwd"):
+        for item in plan.layer_items(part):
+            if not isinstance(item, CommOp):
+                kernels += 1
+                continue
+            n = size.get(item.group, 1)
+            if n <= 1:
+                continue
+            if item.op == "all_to_all":  # direct: one step, n - 1 flows per member
+                steps += 1
+                flows += members * (n - 1)
+            else:
+                ring = 2 * (n - 1) if item.op == "all_reduce" else n - 1
+                steps += ring
+                flows += ring * members
+    return kernels / 2, steps / 2, flows / 2

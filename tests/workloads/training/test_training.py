@@ -385,3 +385,19 @@ def test_video_dit_trains_with_context_parallel_attention():
     )
     assert m["sequence_length"] == 4 * 8 * 8  # (32/8) x (128/16) x (128/16)
     assert 0 < m["mfu"] < 1 and m["bubble_fraction"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_the_estimate_counts_a_layers_collectives_as_the_run_executes_them():
+    """Llama 3 405B at TP8 x CP16: a layer's forward all-gathers and reduce-scatters over TP four
+    times (ring: 7 steps each) and all-gathers K and V over CP once (15 steps); the backward mirrors
+    it (CP reduce-scatter). Each ring step moves one flow per member of the 128-GPU stage group."""
+    from sim.workloads.training.sizing import layer_costs
+
+    from sim.scenario.model import load_scenario
+
+    scenario = load_scenario("scenarios/train-llama3-405b-16k-gpus-seq128k-cp16.yaml", ["network_model=flow"])
+    config = scenario.workload.with_degrees(scenario.hardware)
+    kernels, steps, flows = layer_costs(config, scenario.hardware)
+    assert steps == 4 * 7 + 15
+    assert flows == steps * 8 * 16
+    assert kernels == (9 + 17) / 2  # forward; recomputation and backward
