@@ -391,9 +391,8 @@ def test_the_estimate_counts_a_layers_collectives_as_the_run_executes_them():
     """Llama 3 405B at TP8 x CP16: a layer's forward all-gathers and reduce-scatters over TP four
     times (ring: 7 steps each) and all-gathers K and V over CP once (15 steps); the backward mirrors
     it (CP reduce-scatter). Each ring step moves one flow per member of the 128-GPU stage group."""
-    from sim.workloads.training.sizing import layer_costs
-
     from sim.scenario.model import load_scenario
+    from sim.workloads.training.sizing import layer_costs
 
     scenario = load_scenario("scenarios/train-llama3-405b-16k-gpus-seq128k-cp16.yaml", ["network_model=flow"])
     config = scenario.workload.with_degrees(scenario.hardware)
