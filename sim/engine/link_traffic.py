@@ -187,7 +187,7 @@ class LinkTraffic:
         self._bytes = 0.0
         self._chunks: list[tuple] = []  # on_links reports
         self._subflows = SubflowBuffer()  # on_subflows reports
-        self._stepped: list[tuple[float, float, float, _Profile]] = []  # on_step reports: t0, t1, times, profile
+        self._stepped: list[tuple[np.ndarray, np.ndarray, np.ndarray, _Profile]] = []  # on_step: t0, t1, times, profile
         self._profiles: dict[Hashable, _Profile] = {}
         self._entries = 0
 
@@ -220,18 +220,25 @@ class LinkTraffic:
             )
 
     def on_step(
-        self, t0: float, t1: float, step: Hashable, times: float, links: np.ndarray, link_bytes: np.ndarray
+        self,
+        t0: np.ndarray,
+        t1: np.ndarray,
+        step: Hashable,
+        times: np.ndarray,
+        links: np.ndarray,
+        link_bytes: np.ndarray,
     ) -> None:
-        """`on_links(t0, t1, links, times x link_bytes)`: `times` runs of a recorded step during
-        [t0, t1]. `step` stands for the step's `links` and `link_bytes` (per run), which never change:
-        its amounts per row are summed the first time and reused."""
+        """`on_links(t0[i], t1[i], links, times[i] x link_bytes)` for each i: runs of a recorded step
+        (`times[i]` of them back to back during [t0[i], t1[i]]). `step` stands for the step's `links`
+        and `link_bytes` (per run), which never change: its amounts per row are summed the first
+        time and reused."""
         profile = self._profiles.get(step)
         if profile is None:
             if len(self._profiles) >= _PROFILES_MAX:
                 self._profiles.clear()
             profile = self._profiles[step] = self._profile(links, link_bytes)
-        self._stepped.append((t0, t1, times, profile))
-        self._counted(profile.entries)
+        self._stepped.append((np.asarray(t0, dtype=float), np.asarray(t1, dtype=float), np.asarray(times), profile))
+        self._counted(profile.entries * len(t0))
 
     def _profile(self, links: np.ndarray, link_bytes: np.ndarray) -> _Profile:
         rows_amounts = []
@@ -292,18 +299,20 @@ class LinkTraffic:
             self._bin(t0, t1, sub, flat, nbytes[sub])
         stepped, self._stepped = self._stepped, []
         if stepped:
-            self._bytes += sum(times * p.nbytes for _, _, times, p in stepped)
-            starts, ends, pair, n = _timings(
-                np.array([s[0] for s in stepped], dtype=float),
-                np.array([s[1] for s in stepped], dtype=float),
-                np.arange(len(stepped)),
+            self._bytes += sum(float(times.sum()) * p.nbytes for _, _, times, p in stepped)
+            runs = np.array([len(t0) for t0, _, _, _ in stepped])
+            starts, ends, timing, n = _timings(
+                np.concatenate([t0 for t0, _, _, _ in stepped]),
+                np.concatenate([t1 for _, t1, _, _ in stepped]),
+                np.arange(int(runs.sum())),
             )
+            times = np.concatenate([t for _, _, t, _ in stepped]).astype(float)
             for i, (_, _, bins) in enumerate(self.row_sets):
                 parts = [p.rows_amounts[i] for _, _, _, p in stepped]
-                entry_pair = np.repeat(pair, [len(r) for r, _ in parts])
-                rows = np.concatenate([r for r, _ in parts])
-                amounts = np.concatenate([a * times for (_, a), (_, _, times, _) in zip(parts, stepped)])
-                _spread_rows(bins, starts, ends, n, entry_pair, rows, amounts)
+                sizes = np.repeat([len(r) for r, _ in parts], runs)  # entries per run
+                rows = np.concatenate([np.tile(r, k) for (r, _), k in zip(parts, runs.tolist())])
+                amounts = np.concatenate([np.tile(a, k) for (_, a), k in zip(parts, runs.tolist())])
+                _spread_rows(bins, starts, ends, n, np.repeat(timing, sizes), rows, amounts * np.repeat(times, sizes))
 
     def _bin(
         self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray

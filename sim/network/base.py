@@ -87,9 +87,9 @@ class Network:
         # objects with on_links(t0, t1, links, link_bytes) (bytes moved on those links, sparse) /
         # on_subflows(t0, t1, flat, lengths, nbytes) that see every byte moved, and when; optionally
         # on_flows(srcs, dsts, start_s, finish_s, key) that sees each transfer's endpoints (and step
-        # key) when it completes, and on_step(t0, t1, step, times, links, link_bytes) for replayed
-        # steps (else on_links with times x link_bytes) (sim/engine/link_traffic.py: traffic- and
-        # activity-driven power)
+        # key) when it completes, and on_step(t0s, t1s, step, times, links, link_bytes) for runs of
+        # replayed steps (else on_links per run, with times x link_bytes) (sim/engine/link_traffic.py:
+        # traffic- and activity-driven power)
         self.traffic_observers: list = []
         self._route_cache: dict[tuple[str, str], tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]] = {}
         # step key -> (srcs, dsts, bytes, total bytes, routed flows): repeated steps are set up once

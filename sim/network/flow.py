@@ -32,6 +32,7 @@ from sim.network.max_min import DONE_BYTES as _DONE_BYTES
 from sim.network.replay import Trajectory
 
 _ROWS_MAX_KEYS = 1 << 18  # endpoint sets (or single pairs) whose rows are kept
+_DEFERRED_RUNS_MAX = 1024  # a step's replays accounted at once (bounded memory)
 
 
 class FlowNetwork(Network):
@@ -62,7 +63,8 @@ class FlowNetwork(Network):
         self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
         self._recordings: dict[int, Trajectory] = {}  # group id -> the trajectory it is recording
         self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
-        self._deferred: dict[StepKey, list] = {}  # key -> [trajectory, count, t0, t1] of back-to-back replays
+        # key -> [trajectory, runs]: its replays not yet accounted, [t0, t1, count] per back-to-back run
+        self._deferred: dict[StepKey, list] = {}
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
         # arrivals will enter (count of their entries)
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
@@ -152,7 +154,7 @@ class FlowNetwork(Network):
                 self._real_rows[key] = rows
         group.open_subflows = len(rows.lengths)
         links = rows.flat
-        if (self._replays or self._recordings) and len(links) and (self._claims()[links] >= 0).any():
+        if (self._replays or self._recordings) and len(links) and self._claims()[links].max() >= 0:
             self._disturb(links)  # replayed steps there re-enter, recordings there no longer run alone
         if group.open_subflows == 0:
             delay = float(routed.latency.max()) if len(routed.latency) else 0.0
@@ -388,8 +390,12 @@ class FlowNetwork(Network):
         flows and links, so such a step runs as on an idle network until something joins it)."""
         if not (self._table.n_alive or self._arrivals or self._replays or self._recordings):
             return True  # an idle network
-        return not (
-            self._table.link_entries[links].any() or self._arriving[links].any() or (self._claims()[links] >= 0).any()
+        if not len(links):
+            return True
+        return not (  # count_nonzero and max: a few us less than any() on a hot path
+            np.count_nonzero(self._table.link_entries[links])
+            or np.count_nonzero(self._arriving[links])
+            or self._claims()[links].max() >= 0
         )
 
     def _disturb(self, links: np.ndarray) -> None:
@@ -419,13 +425,21 @@ class FlowNetwork(Network):
             return  # materialised meanwhile
         group, trajectory, _ = self._replays.pop(gid)
         self._unclaim(gid, trajectory.links)
-        d = self._deferred.get(trajectory.key)
-        if d is not None and d[0] is trajectory and d[3] == group.start_s:
-            d[1] += 1  # back-to-back replays: account them at once
-            d[3] = self.sim.now
+        key = trajectory.key
+        d = self._deferred.get(key)
+        if d is not None and d[0] is not trajectory:
+            self._settle_key(key)
+            d = None
+        if d is None:
+            d = self._deferred[key] = [trajectory, []]
+        runs = d[1]
+        if runs and runs[-1][1] == group.start_s:  # back-to-back replays: one interval
+            runs[-1][1] = self.sim.now
+            runs[-1][2] += 1
         else:
-            self._settle_key(trajectory.key)
-            self._deferred[trajectory.key] = [trajectory, 1, group.start_s, self.sim.now]
+            runs.append([group.start_s, self.sim.now, 1])
+            if len(runs) >= _DEFERRED_RUNS_MAX:
+                self._settle_key(key)
         self._finish_group(gid)
 
     def _settle_replays(self) -> None:
@@ -433,20 +447,25 @@ class FlowNetwork(Network):
             self._settle_key(key)
 
     def _settle_key(self, key: StepKey) -> None:
+        """Account the deferred replays of a step: its recorded totals times the replays, on its own
+        links (sparse); traffic observers hear of each interval of back-to-back replays."""
         d = self._deferred.pop(key, None)
-        if d is not None:  # sparse: a step's own links (the totals of count replays)
-            trajectory, count, t0, t1 = d
-            (links, per_run), (busy_links, busy) = trajectory.totals()
-            link_bytes = per_run * count
-            self._link_bytes[links] += link_bytes
-            self._link_busy_s[busy_links] += busy * count
-            for observer in self.traffic_observers:
-                on_step = getattr(observer, "on_step", None)  # optional: the trajectory's totals reused
-                if on_step is not None:
-                    on_step(t0, t1, trajectory, count, links, per_run)
-                else:
-                    moved = link_bytes != 0
-                    observer.on_links(t0, t1, links[moved], link_bytes[moved])
+        if d is None:
+            return
+        trajectory, runs = d
+        t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
+        (links, per_run), (busy_links, busy) = trajectory.totals()
+        total = times.sum()
+        self._link_bytes[links] += per_run * total
+        self._link_busy_s[busy_links] += busy * total
+        for observer in self.traffic_observers:
+            on_step = getattr(observer, "on_step", None)  # optional: the trajectory's totals reused
+            if on_step is not None:
+                on_step(t0, t1, trajectory, times, links, per_run)
+                continue
+            moved = per_run != 0
+            for a, b, n in zip(t0.tolist(), t1.tolist(), times.tolist()):
+                observer.on_links(a, b, links[moved], per_run[moved] * n)
 
     def _account(self, t0: float, t1: float, link_bytes: np.ndarray, busy: np.ndarray) -> None:
         self._link_bytes += link_bytes

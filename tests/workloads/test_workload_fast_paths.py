@@ -359,9 +359,12 @@ def test_link_traffic_replayed_steps_equal_their_link_bytes_call_by_call():
             each.on_links(t0, t1, used, link_bytes)
             continue
         token, used, per_run = steps[int(rng.integers(len(steps)))]
-        times = int(rng.integers(1, 4))
-        bulk.on_step(t0, t1, token, times, used, per_run)
-        each.on_links(t0, t1, used, per_run * times)
+        times = rng.integers(1, 4, int(rng.integers(1, 4)))  # runs, each of back-to-back replays
+        t0s = t0 + np.arange(len(times)) * 1e-4
+        t1s = t0s + float(rng.uniform(0, 1e-4))
+        bulk.on_step(t0s, t1s, token, times, used, per_run)
+        for a, b, n in zip(t0s.tolist(), t1s.tolist(), times.tolist()):
+            each.on_links(a, b, used, per_run * n)
     assert bulk.bytes == pytest.approx(each.bytes, rel=1e-12)
     for (_, _, got), (_, _, ref) in zip(bulk.row_sets, each.row_sets):
         assert got.width_s == ref.width_s
