@@ -306,13 +306,13 @@ class LinkTraffic:
                 np.concatenate([t1 for _, t1, _, _ in stepped]),
                 np.arange(int(runs.sum())),
             )
-            times = np.concatenate([t for _, _, t, _ in stepped]).astype(float)
+            run_times = np.concatenate([t for _, _, t, _ in stepped]).astype(float)
             for i, (_, _, bins) in enumerate(self.row_sets):
                 parts = [p.rows_amounts[i] for _, _, _, p in stepped]
                 sizes = np.repeat([len(r) for r, _ in parts], runs)  # entries per run
                 rows = np.concatenate([np.tile(r, k) for (r, _), k in zip(parts, runs.tolist())])
                 amounts = np.concatenate([np.tile(a, k) for (_, a), k in zip(parts, runs.tolist())])
-                _spread_rows(bins, starts, ends, n, np.repeat(timing, sizes), rows, amounts * np.repeat(times, sizes))
+                _spread_rows(bins, starts, ends, n, np.repeat(timing, sizes), rows, amounts * np.repeat(run_times, sizes))
 
     def _bin(
         self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray
