@@ -25,7 +25,10 @@ Exactness: activity is accumulated while the run goes (observers on the span rec
 sim/engine/activity.py, sim/engine/link_traffic.py, sim/engine/open_intervals.py), so energy is exact
 even when the recorder drops spans past its limit.
 Cost: the observers only buffer what they see (spans, link bytes per interval, transfers' GPUs) and
-fold it in vectorised batches; the report integrates the merged busy intervals once at the end.
+fold it in vectorised batches; the report integrates the merged busy intervals once at the end. A
+transfer's GPUs keep one open comm interval per GPU set (the transfer's senders and receivers), fanned
+out to the set's GPUs by the report; GPUs whose keys bring identical intervals (a stage group's
+mirrors, the GPUs of one collective) are swept once and charged per device.
 Time series: cluster power per class in up to 16,384 bins, per group (host, pool host, switch)
 in up to 256 bins; bin widths are powers of two seconds, fine enough to cover the run.
 

@@ -312,7 +312,9 @@ class LinkTraffic:
                 sizes = np.repeat([len(r) for r, _ in parts], runs)  # entries per run
                 rows = np.concatenate([np.tile(r, k) for (r, _), k in zip(parts, runs.tolist())])
                 amounts = np.concatenate([np.tile(a, k) for (_, a), k in zip(parts, runs.tolist())])
-                _spread_rows(bins, starts, ends, n, np.repeat(timing, sizes), rows, amounts * np.repeat(run_times, sizes))
+                _spread_rows(
+                    bins, starts, ends, n, np.repeat(timing, sizes), rows, amounts * np.repeat(run_times, sizes)
+                )
 
     def _bin(
         self, t0: np.ndarray, t1: np.ndarray, interval: np.ndarray, flat: np.ndarray, entry_bytes: np.ndarray

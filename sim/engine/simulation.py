@@ -68,6 +68,13 @@ class CountingEnvironment(simpy.Environment):
         event._cause = self.cause  # type: ignore[attr-defined]
         heappush(self._queue, (self._now + delay, priority, next(self._eid), event))  # type: ignore[attr-defined]
 
+    def schedule_at(self, event: simpy.Event, time_s: float) -> None:
+        """Trigger `event` at the absolute time `time_s` (>= now): an instant computed elsewhere, to the
+        bit (now + (time_s - now) can round off it)."""
+        event._ok, event._value = True, None  # type: ignore[attr-defined]
+        event._cause = self.cause  # type: ignore[attr-defined]
+        heappush(self._queue, (max(time_s, self._now), NORMAL, next(self._eid), event))  # type: ignore[attr-defined]
+
     def step(self) -> None:
         """SimPy's `step`; the processed event's cause becomes the current cause."""
         try:

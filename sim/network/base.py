@@ -22,7 +22,7 @@ the general path's effects (the analytical backend does: a batch or a storage re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,6 +283,19 @@ class Network:
             return event
         self._start(group, routed, step)
         return event
+
+    def run_steps(self, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Event:
+        """Run `steps` one after another (a collective's schedule: each step's flows start when the
+        previous step's are all delivered); returns an event that fires when the last is done. A step
+        with a `key` attribute (a `Step`, sim/network/collectives.py) runs under it; empty steps are
+        skipped."""
+
+        def proc():
+            for k, step in enumerate(steps):
+                if step:
+                    yield self.transfer_many(step, name=f"{name}[{k}]", key=getattr(step, "key", None))
+
+        return self.sim.process(proc())
 
     def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None) -> simpy.Event | None:
         """A backend's fast path for a call of one flow (no key, no `on_flow_done`, routes not

@@ -27,7 +27,7 @@ the smallest uncontended estimate on this topology.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import simpy
@@ -266,16 +266,10 @@ def choose(network: Network, op: str, algorithm: str, group: Sequence[str], nbyt
     return best[1], best[2]
 
 
-def run_schedule(network: Network, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Process:
-    """A SimPy process running the steps one after another on `network` (a `Step` under its key;
-    plain lists of flows run as they are, set up anew each time)."""
-
-    def proc() -> Generator[simpy.Event, object, None]:
-        for k, step in enumerate(steps):
-            if step:
-                yield network.transfer_many(step, name=f"{name}[{k}]", key=step.key if isinstance(step, Step) else None)
-
-    return network.sim.process(proc())
+def run_schedule(network: Network, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Event:
+    """Run the steps one after another on `network` (a `Step` under its key; plain lists of flows run
+    as they are, set up anew each time): `Network.run_steps`, an event that fires when the last is done."""
+    return network.run_steps(steps, name)
 
 
 def step_costs(network: Network, steps: Sequence[Sequence[Flow]]) -> nccl.StepCosts:

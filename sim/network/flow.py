@@ -15,13 +15,19 @@ rates, schedule the next change. A step given a `StepKey` whose links no other f
 rates are fair per connected set of flows and links: it runs as on an idle network, whatever runs
 elsewhere) is recorded and, when it runs again with its links to itself, replayed
 (sim/network/replay.py: exact); a transfer that joins a replayed step's links puts it back first.
+A collective's schedule (`run_steps`) whose steps have all been recorded runs as one replay of
+its steps back to back while its links are its own; a transfer that joins them completes the steps
+done by then, puts the current one back and lets the rest run step by step.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import simpy
 
 from hardware_models.topology import Topology
 from sim.engine.replay import StepKey
@@ -57,7 +63,9 @@ class FlowNetwork(Network):
         self.recomputations = 0
         self.peak_active_subflows = 0
         self.replayed_steps = 0
+        self.replayed_schedules = 0  # schedules replayed as one (`run_steps`), materialised or not
         self.replay = True  # replay repeated steps (exact; off for checks)
+        self.schedule_replay = True  # replay a recorded schedule as one (`run_steps`; exact; off for checks)
         self._rows: dict[tuple, Routed] = {}  # (srcs, dsts) -> one row per flow, one byte each
         self._real_rows: dict[StepKey, Routed] = {}  # step key -> its rows that carry bytes
         self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
@@ -70,6 +78,8 @@ class FlowNetwork(Network):
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
         self._unwritten: dict[int, np.ndarray] = {}  # replays whose claims are not in `_claimant` yet
         self._step_links: dict[StepKey, np.ndarray] = {}  # step key -> the distinct links of its rows
+        self._plans: dict[int, tuple[object, _SchedulePlan]] = {}  # id(steps) -> (steps, plan) (`run_steps`)
+        self._schedules: dict[int, _ScheduleRun] = {}  # id -> a schedule replayed as one (`run_steps`)
         self._arriving = np.zeros(self._num_links, dtype=np.int64)
 
     @property
@@ -154,7 +164,7 @@ class FlowNetwork(Network):
                 self._real_rows[key] = rows
         group.open_subflows = len(rows.lengths)
         links = rows.flat
-        if (self._replays or self._recordings) and len(links) and self._claims()[links].max() >= 0:
+        if (self._replays or self._recordings or self._schedules) and len(links) and self._claims()[links].max() >= 0:
             self._disturb(links)  # replayed steps there re-enter, recordings there no longer run alone
         if group.open_subflows == 0:
             delay = float(routed.latency.max()) if len(routed.latency) else 0.0
@@ -388,7 +398,7 @@ class FlowNetwork(Network):
         """Whether flows on `links` would have them to themselves: no live flow, pending arrival,
         replayed or recorded step uses any of them (max-min rates are fair per connected set of
         flows and links, so such a step runs as on an idle network until something joins it)."""
-        if not (self._table.n_alive or self._arrivals or self._replays or self._recordings):
+        if not (self._table.n_alive or self._arrivals or self._replays or self._recordings or self._schedules):
             return True  # an idle network
         if not len(links):
             return True
@@ -408,6 +418,8 @@ class FlowNetwork(Network):
             if rec is not None:
                 rec.valid = False
                 self._claimant[rec.links] = -1
+            elif gid in self._schedules:
+                self._materialise_schedule(gid)
             else:
                 self._materialise(gid)
 
@@ -425,6 +437,11 @@ class FlowNetwork(Network):
             return  # materialised meanwhile
         group, trajectory, _ = self._replays.pop(gid)
         self._unclaim(gid, trajectory.links)
+        self._defer(trajectory, group.start_s, self.sim.now)
+        self._finish_group(gid)
+
+    def _defer(self, trajectory: Trajectory, start_s: float, end_s: float) -> None:
+        """A replay of `trajectory` ran over [start_s, end_s]: account it later, with its key's other runs."""
         key = trajectory.key
         d = self._deferred.get(key)
         if d is not None and d[0] is not trajectory:
@@ -433,14 +450,122 @@ class FlowNetwork(Network):
         if d is None:
             d = self._deferred[key] = [trajectory, []]
         runs = d[1]
-        if runs and runs[-1][1] == group.start_s:  # back-to-back replays: one interval
-            runs[-1][1] = self.sim.now
+        if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
+            runs[-1][1] = end_s
             runs[-1][2] += 1
         else:
-            runs.append([group.start_s, self.sim.now, 1])
+            runs.append([start_s, end_s, 1])
             if len(runs) >= _DEFERRED_RUNS_MAX:
                 self._settle_key(key)
-        self._finish_group(gid)
+
+    # ---- replay of whole schedules (a collective's steps back to back) -----------------------
+    def run_steps(self, steps: Sequence[Sequence[Flow]], name: str = "collective") -> simpy.Event:
+        """`Network.run_steps`; a schedule whose every step has been recorded (its trajectory) and
+        whose links no other flow uses is replayed as one: its steps would each be replayed in turn,
+        back to back (a step starts when the previous one's last flow lands), so it ends after their
+        summed durations and each step is accounted as its own replay. A transfer that joins its links
+        meanwhile finishes the steps done by then, puts the current one back (`_materialise`) and
+        runs the rest step by step (`_materialise_schedule`): exact, as step replay is."""
+        plan = self._schedule_plan(steps) if self.replay and self.schedule_replay and self.ecmp != "hash" else None
+        if plan is None or not self._alone(plan.links):
+            return super().run_steps(steps, name)
+        sid = self.sim.next_id("flow-group")
+        starts = [float(self.sim.now)]
+        for trajectory in plan.trajectories:  # as each step's replay timer would add up
+            starts.append(starts[-1] + trajectory.duration_s)
+        run = _ScheduleRun(steps, plan, starts, name, self.sim.cause, object(), self.sim.env.event())
+        self._schedules[sid] = run
+        self._unwritten[sid] = plan.links
+        self.replayed_schedules += 1
+        end = self.sim.env.event()
+        self.sim.env.schedule_at(end, starts[-1])
+        end.callbacks.append(lambda _e: self._end_schedule(sid, run.token))
+        return run.done
+
+    def _schedule_plan(self, steps: Sequence[Sequence[Flow]]) -> _SchedulePlan | None:
+        """The steps' keys and trajectories and their links, once every step has a trajectory."""
+        cached = self._plans.get(id(steps))
+        if cached is not None and cached[0] is steps:
+            return cached[1]
+        positions, keys = [], []
+        for k, step in enumerate(steps):
+            if not step:
+                continue
+            key = getattr(step, "key", None)
+            if key is None or key not in self._keyed or self._trajectories.get(key) is None:
+                return None
+            positions.append(k)
+            keys.append(key)
+        if not keys:
+            return None
+        trajectories = [self._trajectories[key] for key in keys]
+        links = np.unique(np.concatenate([t.links for t in trajectories]))
+        plan = _SchedulePlan(positions, keys, trajectories, links)
+        if len(self._plans) >= _ROWS_MAX_KEYS:
+            self._plans.clear()  # bounded memory
+        self._plans[id(steps)] = (steps, plan)
+        return plan
+
+    def _schedule_group(self, run: _ScheduleRun, i: int) -> TransferGroup:
+        """The transfer of the schedule's i-th step (started at its start: counted now)."""
+        key = run.plan.keys[i]
+        srcs, dsts, nbytes, total, _ = self._keyed[key]
+        start = run.starts[i]
+        self.flows_started += len(srcs)
+        self.bytes_sent += total
+        finish = start + run.plan.trajectories[i].finish_offsets
+        name = f"{run.name}[{run.plan.positions[i]}]"
+        return TransferGroup(
+            self.sim.env.event(), srcs, dsts, nbytes, name, None, start, 0, finish, None, key, run.cause
+        )
+
+    def _complete_schedule_steps(self, run: _ScheduleRun, upto: int) -> None:
+        """Complete the schedule's steps before `upto`, each as its replay would have."""
+        for i in range(run.completed, upto):
+            group = self._schedule_group(run, i)
+            self.replayed_steps += 1
+            self._defer(run.plan.trajectories[i], group.start_s, run.starts[i + 1])
+            self._complete(group)
+            run.cause = self.sim.env.cause  # what released the next step: this one's last flow
+        run.completed = max(run.completed, upto)
+
+    def _end_schedule(self, sid: int, token: object) -> None:
+        run = self._schedules.get(sid)
+        if run is None or run.token is not token:
+            return  # materialised meanwhile
+        del self._schedules[sid]
+        self._unclaim(sid, run.plan.links)
+        self._complete_schedule_steps(run, len(run.plan.keys))
+        run.done.succeed()
+
+    def _materialise_schedule(self, sid: int) -> None:
+        """Another transfer is about to use the schedule's links: the steps done by now complete, the
+        current one's flows are put back (`_materialise`) and the rest run step by step."""
+        run = self._schedules.pop(sid)
+        self._unclaim(sid, run.plan.links)
+        now = self.sim.now
+        n = len(run.plan.keys)
+        current = next((i for i in range(n) if run.starts[i + 1] > now), n)
+        self._complete_schedule_steps(run, current)
+        if current == n:
+            run.done.succeed()
+            return
+        group = self._schedule_group(run, current)
+        self.replayed_steps += 1  # replayed up to now, as a step would have been
+        gid = self.sim.next_id("flow-group")
+        self._replays[gid] = (group, run.plan.trajectories[current], run.token)
+        self._materialise(gid)
+        rest = range(run.plan.positions[current] + 1, len(run.steps))
+
+        def proc():
+            yield group.event
+            for k in rest:
+                step = run.steps[k]
+                if step:
+                    yield self.transfer_many(step, name=f"{run.name}[{k}]", key=getattr(step, "key", None))
+            run.done.succeed()
+
+        self.sim.process(proc())
 
     def _settle_replays(self) -> None:
         for key in list(self._deferred):
@@ -546,3 +671,27 @@ def _merge_paths(routed: Routed) -> Routed:
     merged.flat = key % base
     merged.lengths = np.bincount(key // base, minlength=len(merged.lengths))
     return merged
+
+
+@dataclass
+class _SchedulePlan:
+    """A schedule's non-empty steps (their positions in it), keys and trajectories, and their links."""
+
+    positions: list[int]
+    keys: list[StepKey]
+    trajectories: list[Trajectory]
+    links: np.ndarray
+
+
+@dataclass
+class _ScheduleRun:
+    """A schedule being replayed as one: step i runs over [starts[i], starts[i + 1]]."""
+
+    steps: Sequence[Sequence[Flow]]
+    plan: _SchedulePlan
+    starts: list[float]
+    name: str
+    cause: int
+    token: object
+    done: simpy.Event
+    completed: int = 0

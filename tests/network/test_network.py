@@ -262,3 +262,54 @@ def test_steps_that_have_their_links_to_themselves_are_replayed_side_by_side(bac
         assert fast[3].replayed_steps == 2 * (2 * (4 - 1) - 1)  # both rings: every step after the first
     else:
         assert fast[3].replayed_steps > 0
+
+
+def _repeated_ring(replay: str, background_at: list[float]):
+    """The same ring all-gather schedule run 4 times back to back on 4 hosts of a fat-tree, with
+    transfers into one of its NICs at `background_at`: returns (each run's end, link bytes, busy,
+    network). `replay`: "off", "steps" (each step replayed) or "schedules" (a recorded schedule
+    replayed as one)."""
+    from sim.network.collectives import run_schedule, schedule
+
+    c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+    c.network.replay = replay != "off"
+    c.network.schedule_replay = replay == "schedules"
+    sim, net = c.sim, c.network
+    ring = c.nodes([0, 2, 4, 6])  # one GPU per host: every step crosses the fabric
+    steps = schedule("all_gather", "ring", ring, 64 * 2**20, net.topology.host_of)
+    ends = []
+
+    def runs():
+        for _ in range(4):
+            yield run_schedule(net, steps)
+            ends.append(sim.now)
+
+    def background(at):
+        yield sim.timeout(at)
+        yield net.transfer(c.devices[7].node, c.devices[2].node, 5e7)  # into the ring's second NIC
+
+    for at in background_at:
+        sim.process(background(at))
+    sim.process(runs())
+    sim.env.run()
+    return ends, net.link_bytes.copy(), net.link_busy_s.copy(), net
+
+
+@pytest.mark.parametrize("background_at", [[], [0.0021], [0.0005, 0.0033, 0.0047], [0.00337]])
+def test_a_recorded_schedule_replayed_as_one_equals_replaying_each_step(background_at):
+    """A collective whose steps were all recorded is replayed as one operation while its links are
+    its own; a transfer that joins them finishes the steps done by then, puts the current one back
+    and the rest run step by step. Ends and link totals equal step-by-step replay and the plain run."""
+    plain = _repeated_ring("off", background_at)
+    steps = _repeated_ring("steps", background_at)
+    whole = _repeated_ring("schedules", background_at)
+    assert whole[0] == steps[0]  # the same instants, to the bit
+    assert whole[0] == pytest.approx(plain[0], rel=1e-9)
+    for k in (1, 2):
+        assert whole[k] == pytest.approx(steps[k], rel=1e-12, abs=1e-9)
+        assert whole[k] == pytest.approx(plain[k], rel=1e-7, abs=1e-3)
+    assert whole[3].replayed_steps == steps[3].replayed_steps  # the same steps, replayed as schedules
+    assert steps[3].replayed_schedules == 0 and whole[3].replayed_schedules >= 1
+    if not background_at:
+        assert whole[3].replayed_steps == 4 * 3 - 1  # all but the first run's first step
+        assert whole[3].replayed_schedules == 3  # the runs after the first, each as one
