@@ -102,8 +102,10 @@ class SpanSkeleton:
         n = total - skip
         if n == 0:
             return
-        self._make_room(n)
-        self._flush()  # keep the order in which spans were added
+        if len(self.times) // 2 + self._chunked + n > self.capacity:
+            self._make_room(n)
+        if len(self.times):
+            self._flush()  # keep the order in which spans were added
         if np.ndim(starts):
             starts = np.array(starts[skip:], dtype=float)
         # a transfer's ends: its own array, never written once it completed (kept, not copied)

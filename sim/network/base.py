@@ -58,7 +58,7 @@ class Routed:
 class TransferGroup:
     """One transfer call: its flows, completion event and bookkeeping for spans."""
 
-    event: simpy.Event
+    event: simpy.Event | None  # fires when every flow is delivered (None: nothing waits for it)
     srcs: list[str]
     dsts: list[str]
     nbytes: np.ndarray
@@ -345,7 +345,8 @@ class Network:
         for observer in self.traffic_observers:
             if hasattr(observer, "on_flows"):  # optional part of the observer interface
                 observer.on_flows(group.srcs, group.dsts, group.start_s, group.finish_s, group.key)
-        group.event.succeed()
+        if group.event is not None:
+            group.event.succeed()
 
     def _record(self, group: TransferGroup) -> None:
         track = group.track
@@ -364,7 +365,7 @@ class Network:
             ends = group.finish_s  # one per flow; kept as it is by the skeleton
             recorder.skeleton_codes(where, group.start_s, ends, first, group.cause)
             if n:
-                self.sim.env.cause = first + int(np.argmax(ends))
+                self.sim.env.cause = first + int(ends.argmax())
             return
         if len(group.srcs) <= _SPANS_PER_FLOW_MAX:  # a span per flow, recorded in bulk
             tracks = track or [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]

@@ -506,8 +506,9 @@ class FlowNetwork(Network):
         self._plans[id(steps)] = (steps, plan)
         return plan
 
-    def _schedule_group(self, run: _ScheduleRun, i: int) -> TransferGroup:
-        """The transfer of the schedule's i-th step (started at its start: counted now)."""
+    def _schedule_group(self, run: _ScheduleRun, i: int, event: simpy.Event | None = None) -> TransferGroup:
+        """The transfer of the schedule's i-th step (started at its start: counted now); `event`:
+        what fires when it completes (None: nothing waits for it)."""
         key = run.plan.keys[i]
         srcs, dsts, nbytes, total, _ = self._keyed[key]
         start = run.starts[i]
@@ -515,9 +516,7 @@ class FlowNetwork(Network):
         self.bytes_sent += total
         finish = start + run.plan.trajectories[i].finish_offsets
         name = f"{run.name}[{run.plan.positions[i]}]"
-        return TransferGroup(
-            self.sim.env.event(), srcs, dsts, nbytes, name, None, start, 0, finish, None, key, run.cause
-        )
+        return TransferGroup(event, srcs, dsts, nbytes, name, None, start, 0, finish, None, key, run.cause)
 
     def _complete_schedule_steps(self, run: _ScheduleRun, upto: int) -> None:
         """Complete the schedule's steps before `upto`, each as its replay would have."""
@@ -550,7 +549,7 @@ class FlowNetwork(Network):
         if current == n:
             run.done.succeed()
             return
-        group = self._schedule_group(run, current)
+        group = self._schedule_group(run, current, self.sim.env.event())  # the rest follow it
         self.replayed_steps += 1  # replayed up to now, as a step would have been
         gid = self.sim.next_id("flow-group")
         self._replays[gid] = (group, run.plan.trajectories[current], run.token)
