@@ -73,6 +73,7 @@ class FlowNetwork(Network):
         self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
         # key -> [trajectory, runs]: its replays not yet accounted, [t0, t1, count] per back-to-back run
         self._deferred: dict[StepKey, list] = {}
+        self._deferred_on = np.zeros(self._num_links, dtype=bool)  # links of deferred replays (or were)
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
         # arrivals will enter (count of their entries)
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
@@ -180,7 +181,8 @@ class FlowNetwork(Network):
             if trajectory is not None:
                 self._start_replay(gid, group, trajectory, own)
                 return
-            self._settle_replays()  # link totals as of now (deferred replays may have run on these links)
+            if self._deferred and self._deferred_on[own].any():
+                self._settle_replays()  # link totals as of now: deferred replays ran on these links
             self._recordings[gid] = Trajectory(
                 key,
                 gid,
@@ -449,6 +451,7 @@ class FlowNetwork(Network):
             d = None
         if d is None:
             d = self._deferred[key] = [trajectory, []]
+            self._deferred_on[trajectory.links] = True
         runs = d[1]
         if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
             runs[-1][1] = end_s
@@ -569,6 +572,7 @@ class FlowNetwork(Network):
     def _settle_replays(self) -> None:
         for key in list(self._deferred):
             self._settle_key(key)
+        self._deferred_on[:] = False
 
     def _settle_key(self, key: StepKey) -> None:
         """Account the deferred replays of a step: its recorded totals times the replays, on its own
