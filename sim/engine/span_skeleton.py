@@ -102,7 +102,7 @@ class SpanSkeleton:
         n = total - skip
         if n == 0:
             return
-        if len(self.times) // 2 + self._chunked + n > self.capacity:
+        if len(self) + n > self.capacity:
             self._make_room(n)
         if len(self.times):
             self._flush()  # keep the order in which spans were added

@@ -289,13 +289,15 @@ class Network:
         previous step's are all delivered); returns an event that fires when the last is done. A step
         with a `key` attribute (a `Step`, sim/network/collectives.py) runs under it; empty steps are
         skipped."""
+        return self.sim.process(self._steps_from(steps, 0, name))
 
-        def proc():
-            for k, step in enumerate(steps):
-                if step:
-                    yield self.transfer_many(step, name=f"{name}[{k}]", key=getattr(step, "key", None))
-
-        return self.sim.process(proc())
+    def _steps_from(self, steps: Sequence[Sequence[Flow]], first: int, name: str) -> Generator:
+        """Run steps[first:] one after another (a process body: `run_steps`, or the rest of a
+        schedule whose replay another transfer interrupted)."""
+        for k in range(first, len(steps)):
+            step = steps[k]
+            if step:
+                yield self.transfer_many(step, name=f"{name}[{k}]", key=getattr(step, "key", None))
 
     def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None) -> simpy.Event | None:
         """A backend's fast path for a call of one flow (no key, no `on_flow_done`, routes not

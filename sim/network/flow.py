@@ -557,14 +557,10 @@ class FlowNetwork(Network):
         gid = self.sim.next_id("flow-group")
         self._replays[gid] = (group, run.plan.trajectories[current], run.token)
         self._materialise(gid)
-        rest = range(run.plan.positions[current] + 1, len(run.steps))
 
         def proc():
             yield group.event
-            for k in rest:
-                step = run.steps[k]
-                if step:
-                    yield self.transfer_many(step, name=f"{run.name}[{k}]", key=getattr(step, "key", None))
+            yield from self._steps_from(run.steps, run.plan.positions[current] + 1, run.name)
             run.done.succeed()
 
         self.sim.process(proc())
