@@ -93,7 +93,7 @@ class SpanSkeleton:
         self.times.extend((start_s, end_s))
         self.causes.extend((sid, after, until))
 
-    def add_many(self, where: np.ndarray, starts: np.ndarray, ends: np.ndarray, first_id: int, after: int) -> None:
+    def add_many(self, where: np.ndarray, starts, ends, first_id: int, after: int) -> None:
         """Spans with codes `where` (n x 3, from `code`), consecutive ids from `first_id`, all started
         by `after` and ended by their own durations (the flows of one transfer)."""
         total = len(where)
@@ -112,6 +112,23 @@ class SpanSkeleton:
         kept_ends = np.asarray(ends, dtype=float)[skip:] if np.ndim(ends) else float(ends)
         self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, kept_ends, first_id + skip, after))
         self._chunked += n
+
+    def add_transfers(self, transfers: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
+        """`add_many(where, start, ends, first_id, after)` for each transfer in order (the steps of a
+        replayed schedule: int32 codes from `code`, one start, fresh ends): the same chunks and
+        evictions, without the conversions each call makes."""
+        if len(self.times):
+            self._flush()
+        capacity = self.capacity
+        for where, start, ends, first_id, after in transfers:
+            n = len(where)
+            if n == 0 or n > capacity:
+                self.add_many(where, start, ends, first_id, after)
+                continue
+            if self._chunked + n > capacity:  # len(self): no single spans gathered meanwhile
+                self._make_room(n)
+            self._chunks.append(_Bulk(where, start, ends, first_id, after))
+            self._chunked += n
 
     def _flush(self) -> None:
         """Move the single spans gathered so far into a chunk."""

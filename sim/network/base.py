@@ -358,12 +358,7 @@ class Network:
             n, first = len(group.srcs), recorder.next_id
             recorder.dropped += n
             recorder.next_id += n
-            where = self._skeleton_where.get(group.key) if group.key is not None else None
-            if where is None:  # interned once per step (a replayed step has the same flows)
-                kinds = [track] * n if track else [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
-                where = recorder.skeleton_where(group.srcs, kinds, "comm")
-                if group.key is not None:
-                    self._skeleton_where[group.key] = where
+            where = self._skeleton_codes_of(group.key, group.srcs, group.dsts, track)
             ends = group.finish_s  # one per flow; kept as it is by the skeleton
             recorder.skeleton_codes(where, group.start_s, ends, first, group.cause)
             if n:
@@ -397,6 +392,19 @@ class Network:
                 category="comm",
                 after=group.cause,
             )
+
+    def _skeleton_codes_of(
+        self, key: StepKey | None, srcs: list[str], dsts: list[str], track: str | None
+    ) -> np.ndarray:
+        """The interned (component, track, category) codes of a transfer's flow skeletons, n x 3:
+        interned once per step (a replayed step has the same flows)."""
+        where = self._skeleton_where.get(key) if key is not None else None
+        if where is None:
+            kinds = [track] * len(srcs) if track else [self.first_link_kind(s, d) for s, d in zip(srcs, dsts)]
+            where = self.sim.recorder.skeleton_where(srcs, kinds, "comm")
+            if key is not None:
+                self._skeleton_where[key] = where
+        return where
 
     def first_link_kind(self, src: str, dst: str) -> str:
         """Trace track of a flow: the kind of its first link (scale_up, nic, host, memory)."""

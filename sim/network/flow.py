@@ -73,7 +73,7 @@ class FlowNetwork(Network):
         self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
         # key -> [trajectory, runs]: its replays not yet accounted, [t0, t1, count] per back-to-back run
         self._deferred: dict[StepKey, list] = {}
-        self._deferred_on = np.zeros(self._num_links, dtype=bool)  # links of deferred replays (or were)
+        self._deferred_on = np.zeros(self._num_links, dtype=np.int64)  # deferred keys using each link
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
         # arrivals will enter (count of their entries)
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
@@ -182,7 +182,7 @@ class FlowNetwork(Network):
                 self._start_replay(gid, group, trajectory, own)
                 return
             if self._deferred and self._deferred_on[own].any():
-                self._settle_replays()  # link totals as of now: deferred replays ran on these links
+                self._settle_on(own)  # link totals as of now: deferred replays ran on these links
             self._recordings[gid] = Trajectory(
                 key,
                 gid,
@@ -451,7 +451,7 @@ class FlowNetwork(Network):
             d = None
         if d is None:
             d = self._deferred[key] = [trajectory, []]
-            self._deferred_on[trajectory.links] = True
+            self._deferred_on[trajectory.links] += 1
         runs = d[1]
         if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
             runs[-1][1] = end_s
@@ -523,12 +523,45 @@ class FlowNetwork(Network):
 
     def _complete_schedule_steps(self, run: _ScheduleRun, upto: int) -> None:
         """Complete the schedule's steps before `upto`, each as its replay would have."""
+        recorder = self.sim.recorder
+        if recorder.limit is not None and len(recorder.rows) >= recorder.limit:
+            self._complete_skeleton_steps(run, upto)  # the trace is full: the same, without groups
+            return
         for i in range(run.completed, upto):
             group = self._schedule_group(run, i)
             self.replayed_steps += 1
             self._defer(run.plan.trajectories[i], group.start_s, run.starts[i + 1])
             self._complete(group)
             run.cause = self.sim.env.cause  # what released the next step: this one's last flow
+        run.completed = max(run.completed, upto)
+
+    def _complete_skeleton_steps(self, run: _ScheduleRun, upto: int) -> None:
+        """`_complete_schedule_steps` when the trace is full: each step's counters, deferred replay,
+        flow skeletons (`Network._record`: added together, `Recorder.skeleton_transfers`), causes and
+        observer calls as its `_complete` makes them, without building its `TransferGroup`."""
+        recorder, env = self.sim.recorder, self.sim.env
+        observers = [o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows")]
+        skeletons = []
+        for i in range(run.completed, upto):
+            key, trajectory = run.plan.keys[i], run.plan.trajectories[i]
+            srcs, dsts, _, total, _ = self._keyed[key]
+            start, n = run.starts[i], len(srcs)
+            self.flows_started += n
+            self.bytes_sent += total
+            self.replayed_steps += 1
+            self._defer(trajectory, start, run.starts[i + 1])
+            finish = start + trajectory.finish_offsets
+            self.bytes_delivered += total  # float(nbytes.sum()), as `_complete` adds it
+            if n:
+                first = recorder.next_id
+                recorder.dropped += n
+                recorder.next_id += n
+                skeletons.append((self._skeleton_codes_of(key, srcs, dsts, None), start, finish, first, run.cause))
+                env.cause = first + int(finish.argmax())
+            for on_flows in observers:
+                on_flows(srcs, dsts, start, finish, key)
+            run.cause = env.cause  # what released the next step: this one's last flow
+        recorder.skeleton_transfers(skeletons)
         run.completed = max(run.completed, upto)
 
     def _end_schedule(self, sid: int, token: object) -> None:
@@ -568,7 +601,15 @@ class FlowNetwork(Network):
     def _settle_replays(self) -> None:
         for key in list(self._deferred):
             self._settle_key(key)
-        self._deferred_on[:] = False
+
+    def _settle_on(self, links: np.ndarray) -> None:
+        """Settle the deferred replays that ran on any of `links` (a recording starts there: its
+        base totals must include them); the others keep gathering runs."""
+        on = np.zeros(self._num_links, dtype=bool)
+        on[links] = True
+        for key, (trajectory, _) in list(self._deferred.items()):
+            if on[trajectory.links].any():
+                self._settle_key(key)
 
     def _settle_key(self, key: StepKey) -> None:
         """Account the deferred replays of a step: its recorded totals times the replays, on its own
@@ -577,6 +618,7 @@ class FlowNetwork(Network):
         if d is None:
             return
         trajectory, runs = d
+        self._deferred_on[trajectory.links] -= 1
         t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()

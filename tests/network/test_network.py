@@ -5,6 +5,7 @@ get 1/N each, the textbook two-bottleneck example gives the textbook rates, byte
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sim.network.max_min import max_min_rates
@@ -264,14 +265,15 @@ def test_steps_that_have_their_links_to_themselves_are_replayed_side_by_side(bac
         assert fast[3].replayed_steps > 0
 
 
-def _repeated_ring(replay: str, background_at: list[float]):
+def _repeated_ring(replay: str, background_at: list[float], span_limit: int | None = None):
     """The same ring all-gather schedule run 4 times back to back on 4 hosts of a fat-tree, with
     transfers into one of its NICs at `background_at`: returns (each run's end, link bytes, busy,
     network). `replay`: "off", "steps" (each step replayed) or "schedules" (a recorded schedule
-    replayed as one)."""
+    replayed as one). `span_limit`: the spans the recorder keeps (past it, skeletons)."""
     from sim.network.collectives import run_schedule, schedule
 
     c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+    c.sim.recorder.limit = span_limit
     c.network.replay = replay != "off"
     c.network.schedule_replay = replay == "schedules"
     sim, net = c.sim, c.network
@@ -313,3 +315,53 @@ def test_a_recorded_schedule_replayed_as_one_equals_replaying_each_step(backgrou
     if not background_at:
         assert whole[3].replayed_steps == 4 * 3 - 1  # all but the first run's first step
         assert whole[3].replayed_schedules == 3  # the runs after the first, each as one
+
+
+@pytest.mark.parametrize("background_at", [[], [0.0021], [0.0005, 0.0033, 0.0047]])
+def test_a_schedule_replayed_as_one_past_the_trace_limit_leaves_the_skeletons_of_its_steps(background_at):
+    """Past the recorder's limit a flow leaves a skeleton (where, when, causes). A schedule replayed
+    as one adds its steps' skeletons together: the same rows, ids and causes as replaying each step."""
+    steps = _repeated_ring("steps", background_at, span_limit=0)
+    whole = _repeated_ring("schedules", background_at, span_limit=0)
+    assert whole[3].replayed_schedules >= 1
+    rows_steps, rows_whole = (net.sim.recorder.skeleton.frame() for net in (steps[3], whole[3]))
+    assert len(rows_whole) == len(rows_steps) > 0
+    pd.testing.assert_frame_equal(rows_whole, rows_steps)
+    assert whole[3].sim.recorder.next_id == steps[3].sim.recorder.next_id
+
+
+def test_a_recording_settles_only_the_deferred_replays_on_its_links():
+    """Replays are accounted later, in bulk; a step that starts recording on links where deferred
+    replays ran settles those (its base totals include them), and the others keep gathering runs.
+    The totals equal the plain run's."""
+    from sim.network.collectives import run_schedule, schedule
+
+    def run(replay: bool):
+        c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
+        c.network.replay = replay
+        sim, net = c.sim, c.network
+        host_of = net.topology.host_of
+        rings = [schedule("all_gather", "ring", c.nodes(gpus), 2**24, host_of) for gpus in ([0, 2], [1, 3])]
+        across = schedule("all_gather", "ring", c.nodes([0, 4]), 2**24, host_of)  # the first ring's GPU 0
+        deferred = []
+
+        def body():
+            for ring in rings:  # GPU 0, then GPU 1 of hosts 0 and 1: their own NICs
+                for _ in range(3):
+                    yield run_schedule(net, ring)  # recorded, then replayed: deferred
+            deferred.append(set(net._deferred))
+            yield run_schedule(net, across)  # records on a NIC of the first ring
+            deferred.append(set(net._deferred))
+            yield run_schedule(net, rings[0])
+
+        sim.process(body())
+        sim.env.run()
+        return deferred, net.link_bytes.copy(), net.link_busy_s.copy(), rings
+
+    deferred, link_bytes, busy, rings = run(replay=True)
+    _, plain_bytes, plain_busy, _ = run(replay=False)
+    first, second = ({step.key for step in ring if step} for ring in rings)
+    assert deferred[0] >= first | second - {None}  # both rings' replays wait to be accounted
+    assert not deferred[1] & first and deferred[1] == deferred[0] - first  # settled: the first ring's only
+    assert link_bytes == pytest.approx(plain_bytes, rel=1e-12)
+    assert busy == pytest.approx(plain_busy, rel=1e-12, abs=1e-15)
