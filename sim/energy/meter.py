@@ -116,7 +116,9 @@ class EnergyMeter:
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
-    def _flow_ends(self, srcs, dsts, start_s: float, finish_s: np.ndarray, key: StepKey | None = None) -> None:
+    def _flow_ends(
+        self, srcs, dsts, start_s: float, finish_s: np.ndarray | None, key: StepKey | None = None, end_s: float = 0.0
+    ) -> None:
         """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
         is delivered, as GPUs inside one collective step wait for each other.
 
@@ -129,7 +131,8 @@ class EnergyMeter:
         else:
             rows = self._transfer_set(srcs, dsts, key)
         if rows:
-            end_s = finish_s.max().item()
+            if finish_s is not None:  # else: its last flow's end given (`end_s`)
+                end_s = finish_s.max().item()
             if end_s > start_s:
                 self._comm.add(rows, start_s, end_s)
 

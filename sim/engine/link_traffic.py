@@ -182,7 +182,8 @@ class LinkTraffic:
         self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None, batch_entries: int = 1 << 16
     ) -> None:
         self.row_sets = row_sets
-        self.flow_ends = flow_ends  # optional callable(srcs, dsts, start_s, finish_s, step key or None)
+        # optional callable(srcs, dsts, start_s, finish_s, step key or None[, end_s: max of finish_s, finish_s None])
+        self.flow_ends = flow_ends
         self.batch_entries = batch_entries
         self._bytes = 0.0
         self._chunks: list[tuple] = []  # on_links reports
@@ -202,6 +203,12 @@ class LinkTraffic:
     ) -> None:
         if self.flow_ends is not None:
             self.flow_ends(srcs, dsts, start_s, finish_s, key)
+
+    def on_flows_until(self, srcs: list[str], dsts: list[str], start_s: float, end_s: float, key: Hashable) -> None:
+        """`on_flows` of a transfer whose last flow ended at `end_s` (what `flow_ends` needs of its
+        flows' ends, given by a network that knows it without them: a replayed step)."""
+        if self.flow_ends is not None:
+            self.flow_ends(srcs, dsts, start_s, None, key, end_s)
 
     def on_links(self, t0: float, t1: float, links: np.ndarray, link_bytes: np.ndarray) -> None:
         """`link_bytes[i]` moved on link `links[i]` (ascending ids) uniformly during [t0, t1]."""

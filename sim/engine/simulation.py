@@ -337,10 +337,10 @@ class Recorder:
                 where, np.asarray(starts, dtype=float), np.asarray(ends, dtype=float), first_id, after
             )
 
-    def skeleton_transfers(self, transfers: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
-        """`skeleton_codes(where, start, ends, first_id, after)` of several transfers in order (a
-        replayed schedule's steps), at once."""
-        self.skeleton.add_transfers(transfers)
+    def skeleton_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
+        """`skeleton_codes(where, start, start + offsets, first_id, after)` of several transfers in
+        order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once."""
+        self.skeleton.add_steps(steps)
 
     def frame(self) -> pd.DataFrame:
         df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)

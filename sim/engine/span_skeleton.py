@@ -12,7 +12,8 @@ every skeleton ever added, evicted ones included.
 
 The flows of one transfer arrive in bulk (`add_many`): they are kept as given (the transfer's
 interned codes, shared by every later run of the same step, its start and its ends) and laid out as
-columns only when read (`rows`, `frame`). A long run drops hundreds of millions of spans of which
+columns only when read (`rows`, `frame`); so are the steps of a replayed schedule, together
+(`add_steps`: each flow's end as an offset from its step's start, added when laid out). A long run drops hundreds of millions of spans of which
 the last few million are kept, so most bulk chunks are evicted without ever being laid out.
 """
 
@@ -39,7 +40,7 @@ class SpanSkeleton:
         self.times = array("d")  # 2 each: start, end
         self.causes = array("q")  # 3 each: id, after, until
         # laid out (where n x 3, times n x 2, causes n x 3), or bulk as given (`_Bulk`), in order
-        self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk] = deque()
+        self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk | _Steps] = deque()
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
 
@@ -61,7 +62,7 @@ class SpanSkeleton:
         drop = len(self) - keep
         while drop > 0 and self._chunks:
             chunk = self._chunks[0]
-            taken = len(chunk) if isinstance(chunk, _Bulk) else len(chunk[1])
+            taken = len(chunk) if isinstance(chunk, _Bulk | _Steps) else len(chunk[1])
             if taken <= drop:
                 self._chunks.popleft()
             else:  # copies: the evicted part's memory goes with it
@@ -113,22 +114,38 @@ class SpanSkeleton:
         self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, kept_ends, first_id + skip, after))
         self._chunked += n
 
-    def add_transfers(self, transfers: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
-        """`add_many(where, start, ends, first_id, after)` for each transfer in order (the steps of a
-        replayed schedule: int32 codes from `code`, one start, fresh ends): the same chunks and
-        evictions, without the conversions each call makes."""
+    def add_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
+        """The flows of several transfers in order, each `(where, start, offsets, first_id, after)`:
+        `add_many(where, start, start + offsets, first_id, after)` (the steps of a replayed schedule:
+        int32 codes from `code`, one start, each flow's end as an offset from it). They are kept
+        together as one lazy chunk (`_Steps`), with the evictions the calls one by one would make.
+        """
         if len(self.times):
             self._flush()
         capacity = self.capacity
-        for where, start, ends, first_id, after in transfers:
-            n = len(where)
-            if n == 0 or n > capacity:
-                self.add_many(where, start, ends, first_id, after)
+        pending = _Steps()
+        for step in steps:
+            n = len(step[0])
+            if n == 0:
                 continue
-            if self._chunked + n > capacity:  # len(self): no single spans gathered meanwhile
+            if n > capacity:  # more than fit at all: the general path
+                self._add_steps_chunk(pending)
+                pending = _Steps()
+                where, start, offsets, first_id, after = step
+                self.add_many(where, start, start + offsets, first_id, after)
+                continue
+            if self._chunked + pending.n + n > capacity:  # len(self) if added one by one
+                self._add_steps_chunk(pending)
+                pending = _Steps()
                 self._make_room(n)
-            self._chunks.append(_Bulk(where, start, ends, first_id, after))
-            self._chunked += n
+            pending.steps.append(step)
+            pending.n += n
+        self._add_steps_chunk(pending)
+
+    def _add_steps_chunk(self, chunk: _Steps) -> None:
+        if chunk.n:
+            self._chunks.append(chunk)
+            self._chunked += chunk.n
 
     def _flush(self) -> None:
         """Move the single spans gathered so far into a chunk."""
@@ -155,7 +172,7 @@ class SpanSkeleton:
         out: list[tuple] = []
         at = 0
         for chunk in self._chunks:
-            n = len(chunk) if isinstance(chunk, _Bulk) else len(chunk[1])
+            n = len(chunk) if isinstance(chunk, _Bulk | _Steps) else len(chunk[1])
             lo, hi = max(start - at, 0), min(stop - at, n)
             at += n
             if lo >= hi:
@@ -216,14 +233,38 @@ class _Bulk:
         return len(self.where)
 
 
+class _Steps:
+    """The skeletons of several transfers added together (`SpanSkeleton.add_steps`): per transfer
+    (codes, start, offsets of its flows' ends, first id, after); `n` flows in all."""
+
+    __slots__ = ("steps", "n")
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[np.ndarray, float, np.ndarray, int, int]] = []
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def _laid_out(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A chunk's columns (where n x 3, times n x 2, causes n x 3)."""
-    if not isinstance(chunk, _Bulk):
-        return chunk
-    n = len(chunk)
-    ids = np.arange(chunk.first_id, chunk.first_id + n, dtype=np.int64)
-    after = np.full(n, chunk.after, dtype=np.int64)
+    if isinstance(chunk, _Bulk):
+        return _columns(chunk.where, chunk.starts, chunk.ends, chunk.first_id, chunk.after)
+    if isinstance(chunk, _Steps):
+        parts = [
+            _columns(where, start, start + offsets, first, after) for where, start, offsets, first, after in chunk.steps
+        ]
+        return tuple(np.concatenate(column) for column in zip(*parts))  # type: ignore[return-value]
+    return chunk
+
+
+def _columns(where: np.ndarray, starts, ends, first_id: int, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The columns of one transfer's flows (`add_many`'s arguments)."""
+    n = len(where)
+    ids = np.arange(first_id, first_id + n, dtype=np.int64)
+    afters = np.full(n, after, dtype=np.int64)
     times = np.empty((n, 2))
-    times[:, 0] = chunk.starts
-    times[:, 1] = chunk.ends
-    return chunk.where, times, np.column_stack([ids, after, after])
+    times[:, 0] = starts
+    times[:, 1] = ends
+    return where, times, np.column_stack([ids, afters, afters])

@@ -87,7 +87,9 @@ class Network:
         # objects with on_links(t0, t1, links, link_bytes) (bytes moved on those links, sparse) /
         # on_subflows(t0, t1, flat, lengths, nbytes) that see every byte moved, and when; optionally
         # on_flows(srcs, dsts, start_s, finish_s, key) that sees each transfer's endpoints (and step
-        # key) when it completes, and on_step(t0s, t1s, step, times, links, link_bytes) for runs of
+        # key) when it completes (or on_flows_until(srcs, dsts, start_s, end_s, key), given only its
+        # last flow's end, where the network has it without the flows'), and
+        # on_step(t0s, t1s, step, times, links, link_bytes) for runs of
         # replayed steps (else on_links per run, with times x link_bytes) (sim/engine/link_traffic.py:
         # traffic- and activity-driven power)
         self.traffic_observers: list = []

@@ -537,31 +537,43 @@ class FlowNetwork(Network):
 
     def _complete_skeleton_steps(self, run: _ScheduleRun, upto: int) -> None:
         """`_complete_schedule_steps` when the trace is full: each step's counters, deferred replay,
-        flow skeletons (`Network._record`: added together, `Recorder.skeleton_transfers`), causes and
-        observer calls as its `_complete` makes them, without building its `TransferGroup`."""
-        recorder, env = self.sim.recorder, self.sim.env
-        observers = [o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows")]
+        flow skeletons (`Network._record`), causes and observer calls as its `_complete` makes them,
+        without building its `TransferGroup` or its flows' ends: the skeletons are added together
+        (`Recorder.skeleton_steps`, ends laid out when read), the last flow's end and index come from
+        the trajectory (`Trajectory.last_flow`), and observers that take a transfer's last end
+        (`on_flows_until`) are given that instead of every flow's."""
+        recorder, env, plan = self.sim.recorder, self.sim.env, run.plan
+        if plan.codes is None:  # interned once per schedule
+            plan.codes = [self._skeleton_codes_of(k, self._keyed[k][0], self._keyed[k][1], None) for k in plan.keys]
+        until = [o.on_flows_until for o in self.traffic_observers if hasattr(o, "on_flows_until")]
+        flows = [
+            o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")
+        ]
         skeletons = []
         for i in range(run.completed, upto):
-            key, trajectory = run.plan.keys[i], run.plan.trajectories[i]
+            key, trajectory = plan.keys[i], plan.trajectories[i]
             srcs, dsts, _, total, _ = self._keyed[key]
             start, n = run.starts[i], len(srcs)
             self.flows_started += n
             self.bytes_sent += total
             self.replayed_steps += 1
             self._defer(trajectory, start, run.starts[i + 1])
-            finish = start + trajectory.finish_offsets
             self.bytes_delivered += total  # float(nbytes.sum()), as `_complete` adds it
+            end, last = trajectory.last_flow(start)
             if n:
                 first = recorder.next_id
                 recorder.dropped += n
                 recorder.next_id += n
-                skeletons.append((self._skeleton_codes_of(key, srcs, dsts, None), start, finish, first, run.cause))
-                env.cause = first + int(finish.argmax())
-            for on_flows in observers:
-                on_flows(srcs, dsts, start, finish, key)
+                skeletons.append((plan.codes[i], start, trajectory.finish_offsets, first, run.cause))
+                env.cause = first + last
+            for on_flows_until in until:
+                on_flows_until(srcs, dsts, start, end, key)
+            if flows:
+                finish = start + trajectory.finish_offsets
+                for on_flows in flows:
+                    on_flows(srcs, dsts, start, finish, key)
             run.cause = env.cause  # what released the next step: this one's last flow
-        recorder.skeleton_transfers(skeletons)
+        recorder.skeleton_steps(skeletons)
         run.completed = max(run.completed, upto)
 
     def _end_schedule(self, sid: int, token: object) -> None:
@@ -604,12 +616,16 @@ class FlowNetwork(Network):
 
     def _settle_on(self, links: np.ndarray) -> None:
         """Settle the deferred replays that ran on any of `links` (a recording starts there: its
-        base totals must include them); the others keep gathering runs."""
+        base totals must include them), in the order they were deferred; the others keep gathering
+        runs."""
         on = np.zeros(self._num_links, dtype=bool)
         on[links] = True
-        for key, (trajectory, _) in list(self._deferred.items()):
-            if on[trajectory.links].any():
-                self._settle_key(key)
+        keys = list(self._deferred)
+        step_links = [self._deferred[key][0].links for key in keys]
+        owner = np.repeat(np.arange(len(keys)), [len(x) for x in step_links])
+        hits = np.bincount(owner[on[np.concatenate(step_links)]], minlength=len(keys))
+        for k in np.flatnonzero(hits).tolist():
+            self._settle_key(keys[k])
 
     def _settle_key(self, key: StepKey) -> None:
         """Account the deferred replays of a step: its recorded totals times the replays, on its own
@@ -722,6 +738,7 @@ class _SchedulePlan:
     keys: list[StepKey]
     trajectories: list[Trajectory]
     links: np.ndarray
+    codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
 
 
 @dataclass

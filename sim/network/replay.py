@@ -26,6 +26,7 @@ does it again for each start: observer calls shifted in time, counters added onc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,9 @@ class Trajectory:
     finish_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0))
     duration_s: float = 0.0
     valid: bool = True
+    last_offset: float = 0.0  # the largest finish offset, and the first flow with it (`finish`)
+    last_index: int = 0
+    _last_gap: float = math.inf  # to the next smaller finish offset
     row_of_flow: np.ndarray = field(init=False)
     seen: np.ndarray = field(init=False)  # per flow: was active at some snapshot (so gone = finished)
 
@@ -88,6 +92,22 @@ class Trajectory:
         self.duration_s = now - self.start_s
         self.finish_offsets = finish_s - self.start_s
         self.base_link_bytes = self.base_busy_s = None  # free the full-size copies
+        offsets = self.finish_offsets
+        if len(offsets):  # its last flow: when and which (`last_flow`)
+            top = float(offsets.max())
+            below = offsets[offsets < top]
+            self.last_offset, self.last_index = top, int(offsets.argmax())
+            self._last_gap = top - float(below.max()) if len(below) else math.inf
+
+    def last_flow(self, start_s: float) -> tuple[float, int]:
+        """(end, index) of the last flow to finish when the step runs from `start_s`: the max and the
+        argmax of `start_s + finish_offsets`, without the array. The max is start + the largest
+        offset to the bit (rounding is monotone); the argmax is the largest offset's, unless a
+        smaller offset lies within a few ulps of it and could round onto the same end."""
+        end = start_s + self.last_offset
+        if self._last_gap > 4 * math.ulp(end):
+            return end, self.last_index
+        return end, int((start_s + self.finish_offsets).argmax())
 
     def state_at(self, offset: float, num_links: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(remaining bytes per flow, link bytes delta, busy delta) at `offset` into the step."""

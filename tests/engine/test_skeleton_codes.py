@@ -4,6 +4,7 @@ interned codes, in the same order of first use, as coding each name per call (is
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sim.engine.span_skeleton import SpanSkeleton
@@ -64,3 +65,32 @@ def test_a_run_past_the_skeleton_capacity_reports_a_partial_path_with_an_exact_e
     path = report["critical_path"]
     assert path["unrecorded"] > 0 and "idle" not in path  # never time after the kept spans called idle
     assert sum(path.values()) == pytest.approx(sum(whole["critical_path"].values()), rel=1e-9)
+
+
+@pytest.mark.parametrize("capacity", [10_000, 40, 9])
+def test_steps_added_together_equal_adding_each_transfer(capacity):
+    """`add_steps` keeps a replayed schedule's steps as one lazy chunk, each flow's end an offset from
+    its step's start: the same rows, ids, causes and evictions as `add_many` per step, whatever the
+    capacity (9: the skeleton evicts in the middle of a schedule)."""
+    rng = np.random.default_rng(1)
+    together, one_by_one = SpanSkeleton(capacity=capacity), SpanSkeleton(capacity=capacity)
+    for skeleton in (together, one_by_one):
+        [skeleton.code(f"name{k}") for k in range(4)]  # codes 0..3
+    next_id = 0
+    for schedule in range(12):
+        steps = []
+        for k in range(int(rng.integers(1, 5))):
+            n = int(rng.integers(1, 6))
+            where = np.full((n, 3), k, dtype=np.int32)
+            start, offsets = float(schedule) + 0.1 * k, rng.uniform(0.01, 0.09, n)
+            steps.append((where, start, offsets, next_id, next_id - 1))
+            next_id += n
+        together.add_steps(steps)
+        for where, start, offsets, first, after in steps:
+            one_by_one.add_many(where, start, start + offsets, first, after)
+        together.add("g0", "compute", "compute", 99.0, 99.5, next_id, -1, -1)  # single spans between
+        one_by_one.add("g0", "compute", "compute", 99.0, 99.5, next_id, -1, -1)
+        next_id += 1
+    assert together.added == one_by_one.added and together.lost == one_by_one.lost
+    assert together.rows(0, together.added) == one_by_one.rows(0, one_by_one.added)
+    pd.testing.assert_frame_equal(together.frame(), one_by_one.frame())

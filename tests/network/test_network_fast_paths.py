@@ -412,3 +412,30 @@ def test_analytical_transfers_of_few_entries_match_the_numpy_path_to_the_last_bi
     few, vectorised = _analytical_run(spec, network._FEW_ENTRIES), _analytical_run(spec, -1)
     assert few == vectorised
     assert sum(few[1]) > 0 and len(set(few[3])) > 2
+
+
+@pytest.mark.parametrize("start_s", [0.0, 3.0, 1e4, 7.123456789])
+def test_a_trajectorys_last_flow_is_the_max_and_argmax_of_its_ends(start_s):
+    """`Trajectory.last_flow(start)`: (max, argmax) of start + finish offsets, without the array,
+    to the bit - also where offsets a few ulps apart round onto the same end (argmax: the first)."""
+    from sim.engine.replay import StepKey
+    from sim.network.base import Routed
+    from sim.network.replay import Trajectory
+
+    top = 0.0123
+    for offsets in (
+        [0.004, top, 0.011, top],  # ties at the top: the first
+        [top - 1e-18, top, 0.002],  # a smaller offset that rounds onto the top once shifted
+        [top, np.nextafter(top, 0), 0.001],
+        [0.5, 0.25],
+        [0.0],
+    ):
+        offsets = np.array(offsets)
+        n = len(offsets)
+        routed = Routed(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64), np.ones(n), np.arange(n), np.zeros(n))
+        trajectory = Trajectory(
+            StepKey(), 0, 2.0, np.ones(n), np.zeros(n), routed, np.zeros(1, dtype=np.int64), None, None
+        )
+        trajectory.finish(2.0 + offsets.max(), 2.0 + offsets)
+        ends = start_s + trajectory.finish_offsets
+        assert trajectory.last_flow(start_s) == (ends.max().item(), int(ends.argmax()))
