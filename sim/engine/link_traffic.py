@@ -134,6 +134,19 @@ class SubflowBuffer:
             )
         )
 
+    def add_one(self, t0: float, t1: float, links: tuple[int, ...], nbytes: float) -> None:
+        """`add([t0], [t1], list(links), [len(links)], [nbytes])`: one sub-flow, without the lists."""
+        self.calls += 1
+        self.entries += len(links)
+        if self._lists is None:
+            self._lists = ([], [], [], [], [])
+        t0s, t1s, flat, lengths, sizes = self._lists
+        t0s.append(t0)
+        t1s.append(t1)
+        flat.extend(links)
+        lengths.append(len(links))
+        sizes.append(nbytes)
+
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """(t0, t1, nbytes per sub-flow, flat links, lengths) of every report so far, in order (None:
         none); the buffer is empty afterwards."""
@@ -265,6 +278,12 @@ class LinkTraffic:
         if len(flat):
             self._subflows.add(t0, t1, flat, lengths, nbytes)
             self._counted(len(flat))
+
+    def on_subflow(self, t0: float, t1: float, links: tuple[int, ...], nbytes: float) -> None:
+        """`on_subflows` of one sub-flow (the analytical backend's one-path transfers)."""
+        if links:
+            self._subflows.add_one(t0, t1, links, nbytes)
+            self._counted(len(links))
 
     def _add(self, chunk: tuple, entries: int) -> None:
         self._chunks.append(chunk)

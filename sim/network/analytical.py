@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import simpy
 
 from sim.engine.replay import StepKey
-from sim.network.base import Network, Routed, TransferGroup
+from sim.network.base import ROUTES_MAX_PAIRS, Network, Routed, TransferGroup
 
 _FEW_ENTRIES = 16  # transfers of at most this many link entries: plain Python
 
@@ -62,10 +63,21 @@ class AnalyticalNetwork(Network):
         done = self.sim.timeout(float(finish.max()))
         done.callbacks.append(lambda _e: self._complete(group))
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # (src, dst) -> (links, latency, smallest capacity) of a pair routed over one path, or None
+        self._one_path: dict[tuple[str, str], tuple[tuple[int, ...], float, float] | None] = {}
+
     def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None):
         """One flow of a few link entries (a batch, a read): `_start` with `_alpha_beta_few` in
         plain Python, no arrays or `TransferGroup` (the same operations in the same order, so the
-        same times, link totals, observer calls and spans to the last bit; tests/network)."""
+        same times, link totals, observer calls and spans to the last bit; tests/network). A flow
+        over one path (`_one_path_of`) takes bytes / the path's smallest capacity: the largest of
+        bytes / capacity over its links, to the bit (division rounds monotonically)."""
+        pair = (src, dst)
+        one = self._one_path[pair] if pair in self._one_path else self._one_path_of(pair)
+        if one is not None:
+            return self._transfer_on_path(src, dst, float(nbytes), name, track, *one)
         paths, latency = self._pair_paths(src, dst)
         if sum(len(p) for p in paths) > _FEW_ENTRIES:
             return None
@@ -97,6 +109,54 @@ class AnalyticalNetwork(Network):
             shares = [share] * len(paths)
             for observer in self.traffic_observers:
                 observer.on_subflows(t0, t1, flat, lengths, shares)
+        event = self.sim.env.event()
+        done = self.sim.timeout(finish)
+        done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))
+        return event
+
+    def _one_path_of(self, pair: tuple[str, str]) -> tuple[tuple[int, ...], float, float] | None:
+        """(links, latency, smallest capacity) of a pair routed over one path of distinct links (None:
+        several paths, or none), remembered."""
+        paths, latency = self._pair_paths(*pair)
+        one = None
+        if len(paths) == 1 and paths[0] and len(set(paths[0])) == len(paths[0]) <= _FEW_ENTRIES:
+            capacity = self.topology.capacity
+            one = (paths[0], latency[0], min(float(capacity[link]) for link in paths[0]))
+        if len(self._one_path) >= ROUTES_MAX_PAIRS:
+            self._one_path.clear()  # bounded memory; a later flow looks again
+        self._one_path[pair] = one
+        return one
+
+    def _transfer_on_path(
+        self,
+        src: str,
+        dst: str,
+        b: float,
+        name: str,
+        track: str | None,
+        path: tuple[int, ...],
+        latency: float,
+        smallest: float,
+    ) -> simpy.Event:
+        """`_transfer_one` of a flow over one path: its bandwidth time is b / the smallest capacity."""
+        now, cause = self.sim.now, self.sim.cause
+        self.flows_started += 1
+        self.bytes_sent += b
+        share = b / 1  # as `_transfer_one`'s b / len(paths)
+        t = share / smallest
+        finish = max(0.0, latency + t)
+        link_bytes, link_busy = self._link_bytes, self._link_busy_s
+        for link in path:
+            link_bytes[link] += share
+            link_busy[link] += t
+        if self.traffic_observers:  # fresh lists, one value per sub-flow (observers may keep them)
+            t0 = now + latency
+            for observer in self.traffic_observers:
+                one = getattr(observer, "on_subflow", None)  # optional: one sub-flow, no lists
+                if one is not None:
+                    one(t0, t0 + t, path, share)
+                else:
+                    observer.on_subflows([t0], [t0 + t], list(path), [len(path)], [share])
         event = self.sim.env.event()
         done = self.sim.timeout(finish)
         done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))

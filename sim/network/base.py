@@ -85,7 +85,8 @@ class Network:
         self.bytes_delivered = 0.0
         self.flows_started = 0
         # objects with on_links(t0, t1, links, link_bytes) (bytes moved on those links, sparse) /
-        # on_subflows(t0, t1, flat, lengths, nbytes) that see every byte moved, and when; optionally
+        # on_subflows(t0, t1, flat, lengths, nbytes) that see every byte moved, and when (optionally
+        # on_subflow(t0, t1, links, nbytes) for one sub-flow); optionally
         # on_flows(srcs, dsts, start_s, finish_s, key) that sees each transfer's endpoints (and step
         # key) when it completes (or on_flows_until(srcs, dsts, start_s, end_s, key), given only its
         # last flow's end, where the network has it without the flows'), and
@@ -332,10 +333,14 @@ class Network:
             self.sim.env.cause = first
         else:
             recorder.spans_one(src, kind, f"{name} ->{dst}", start_s, finish_s, nbytes, "comm", cause)
-        observers = [o for o in self.traffic_observers if hasattr(o, "on_flows")]
-        if observers:
-            finish = np.array([finish_s])
-            for observer in observers:
+        finish = None
+        for observer in self.traffic_observers:
+            until = getattr(observer, "on_flows_until", None)
+            if until is not None:  # the last end is the flow's
+                until([src], [dst], start_s, finish_s, None)
+            elif hasattr(observer, "on_flows"):
+                if finish is None:
+                    finish = np.array([finish_s])
                 observer.on_flows([src], [dst], start_s, finish, None)
         event.succeed()
 

@@ -32,8 +32,29 @@ class Calls:
         dtypes = (float, float, np.int64, np.int64, float)
         self.calls.append(("subflows", *(self._plain(v, d) for v, d in zip((t0, t1, flat, lengths, nbytes), dtypes))))
 
+    def on_subflow(self, t0, t1, links, nbytes) -> None:
+        """One sub-flow (the one-path transfer's call), kept as `on_subflows` of it."""
+        self.on_subflows([t0], [t1], list(links), [len(links)], [nbytes])
+
     def on_flows(self, srcs, dsts, start_s, finish_s, key=None) -> None:
         self.calls.append(("flows", list(srcs), list(dsts), start_s, self._plain(finish_s), key))
+
+
+class LastEnds:
+    """A traffic observer that takes a transfer's last end (`on_flows_until`), which the general
+    path gives as every flow's end (`on_flows`): either way, (srcs, dsts, start, last end)."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
+        pass
+
+    def on_flows(self, srcs, dsts, start_s, finish_s, key=None) -> None:
+        self.calls.append((list(srcs), list(dsts), start_s, float(np.max(finish_s)), key))
+
+    def on_flows_until(self, srcs, dsts, start_s, end_s, key) -> None:
+        self.calls.append((list(srcs), list(dsts), start_s, end_s, key))
 
 
 def _run(fast: bool, seed: int, limit: int, monkeypatch):
@@ -56,8 +77,8 @@ def _run(fast: bool, seed: int, limit: int, monkeypatch):
     sim.recorder.limit = limit
     activity = SpanActivity(batch=7)  # merges often: the chunk order matters for the unit sums
     sim.recorder.observers.append(activity)
-    calls = Calls()
-    net.traffic_observers.append(calls)
+    calls, last_ends = Calls(), LastEnds()
+    net.traffic_observers += [calls, last_ends]
     nodes = [d.node for d in c.devices]
     rng = np.random.default_rng(seed)
     seen: list = []
@@ -104,6 +125,7 @@ def _run(fast: bool, seed: int, limit: int, monkeypatch):
             activity.unit_s.tolist(),
         ),
         "calls": calls.calls,
+        "last ends": last_ends.calls,
     }
 
 

@@ -524,7 +524,11 @@ def test_subflow_buffer_gives_reports_in_call_order_whether_lists_or_arrays():
         lengths = rng.integers(0, 3, n)
         flat = rng.integers(0, 20, int(lengths.sum()))
         t0, nbytes = rng.uniform(0, 1, n), rng.exponential(1e6, n)
-        if rng.random() < 0.5:
+        if rng.random() < 0.2:  # one sub-flow given as scalars and its links (`add_one`)
+            lengths, flat = lengths[:1], flat[: lengths[0]]
+            t0, nbytes = t0[:1], nbytes[:1]
+            buffer.add_one(float(t0[0]), float(t0[0] + 1), tuple(flat.tolist()), float(nbytes[0]))
+        elif rng.random() < 0.5:
             buffer.add(t0.tolist(), (t0 + 1).tolist(), flat.tolist(), lengths.tolist(), nbytes.tolist())
         else:
             start = float(t0[0])  # one time for all sub-flows

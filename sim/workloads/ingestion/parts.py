@@ -134,6 +134,12 @@ class WindowedLinkBytes:
         if self._subflows.calls >= self._batch:
             self._fold()
 
+    def on_subflow(self, t0: float, t1: float, links: tuple[int, ...], nbytes: float) -> None:
+        """`on_subflows` of one sub-flow."""
+        self._subflows.add_one(t0, t1, links, nbytes)
+        if self._subflows.calls >= self._batch:
+            self._fold()
+
 
 class Occupancy:
     """A level over time (cores in use, bytes reserved) and its integral, whole run and in the window."""
