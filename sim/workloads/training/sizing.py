@@ -3,7 +3,10 @@ simulated stage groups (pp x replicas; one replica per equivalence class where r
 with replay only one layer per op shape runs kernel by kernel; plus pipeline sends and the DP rings.
 A layer's kernels and collectives are those the run will execute (`TrainingPlan`'s layer items);
 each collective is counted as ring steps (n - 1 for all-gather and reduce-scatter, 2(n - 1) for
-all-reduce) or one direct all-to-all step.
+all-reduce) or one direct all-to-all step. On the flow network (even ECMP) a collective whose steps
+have all been recorded is replayed as one (sim/network/flow.py, `run_steps`): a layer's collectives
+run step by step the first time each group meets them and cost one replay each after that (their
+flows are not simulated again).
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from sim.models.training_shapes import CommOp
 from sim.workloads.training.plan import TrainingPlan
 
 EVENTS_PER_OP = 6.0  # a replayed forward/backward op (hold, p2p send, waits; measured ~7)
+# a collective replayed as one on the flow network: its end, and the waits of the layer around it
+# (measured: the 16K-GPU CP16 training run on the flow network, 2.9M events for 8.5e5 kernels and
+# 3.2e5 replayed collectives: ~1 event each once the kernels' 3 are counted)
+EVENTS_PER_REPLAYED_COLLECTIVE = 1.0
 TRAINING_CLASSES = 1  # assumption: replica equivalence classes on a regular fabric (+1 per straggler)
 
 
@@ -36,8 +43,13 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     groups = pp * replicas
     # replay: one layer of each op shape (forward, backward, recompute) per group signature in full
     detailed_layers = 4 * TRAINING_CLASSES if replay else groups * ops * layers_per_op
-    kernels_per_layer, steps_per_layer, flows_per_layer = layer_costs(c, hw)
+    kernels_per_layer, steps_per_layer, flows_per_layer, collectives_per_layer = layer_costs(c, hw)
     kernels = detailed_layers * kernels_per_layer
+    # layers whose collectives run step by step: all of them, or on the flow network the first one of
+    # each op shape per group (the rest replay each collective as one)
+    schedules_replayed = network_model == "flow" and hw.topology.ecmp == "even"
+    stepped_layers = min(detailed_layers, 3 * groups) if schedules_replayed else detailed_layers
+    replayed_layers = detailed_layers - stepped_layers
     collective_flows = detailed_layers * flows_per_layer
     p2p_flows = groups * ops * group if pp > 1 else 0
     dp_flows = (2 if cfg.data_parallel == "fsdp" else 1) * dp * cp * tp * pp
@@ -45,13 +57,14 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     dp_collectives = (2 if cfg.data_parallel == "fsdp" else 1) * pp * c.virtual_stages * tp  # one streamed ring each
     events = (
         EVENTS_PER_KERNEL * kernels
-        + EVENTS_PER_STEP * (detailed_layers * steps_per_layer + dp_collectives)
+        + EVENTS_PER_STEP * (stepped_layers * steps_per_layer + dp_collectives)
+        + EVENTS_PER_REPLAYED_COLLECTIVE * replayed_layers * collectives_per_layer
         + (EVENTS_PER_OP * groups * ops if replay else 0.0)
     )
     per_iter = Estimate(
         events=events,
         flows=flows,
-        simulated_flows=flows,
+        simulated_flows=flows - replayed_layers * flows_per_layer,
         peak_flows=groups * group + dp_flows / 2,
         kernels=kernels,
         spans=kernels + p2p_flows + dp_flows + groups * ops,
@@ -64,15 +77,16 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     return est
 
 
-def layer_costs(c, hw) -> tuple[float, float, float]:
-    """(kernels, collective steps, collective flows) of one layer, forward and backward averaged:
+def layer_costs(c, hw) -> tuple[float, float, float, float]:
+    """(kernels, collective steps, collective flows, collectives) of one layer, forward and backward
+    averaged:
     the items the run executes (`TrainingPlan`'s layer parts). Every subgroup of a stage group (a
     block of ep replicas' groups) steps together: a ring step moves one flow per member."""
     par = c.parallelism
     size = {"tp": par.tp, "cp": par.cp, "ep": par.ep}
     members = par.tp * par.cp * par.ep
     plan = TrainingPlan(c, c.family, hw.gpu, c.shape())
-    kernels = steps = flows = 0.0
+    kernels = steps = flows = collectives = 0.0
     for part in ("layer fwd", "layer bwd"):
         for item in plan.layer_items(part):
             if not isinstance(item, CommOp):
@@ -81,6 +95,7 @@ def layer_costs(c, hw) -> tuple[float, float, float]:
             n = size.get(item.group, 1)
             if n <= 1:
                 continue
+            collectives += 1
             if item.op == "all_to_all":  # direct: one step, n - 1 flows per member
                 steps += 1
                 flows += members * (n - 1)
@@ -88,4 +103,4 @@ def layer_costs(c, hw) -> tuple[float, float, float]:
                 ring = 2 * (n - 1) if item.op == "all_reduce" else n - 1
                 steps += ring
                 flows += ring * members
-    return kernels / 2, steps / 2, flows / 2
+    return kernels / 2, steps / 2, flows / 2, collectives / 2
