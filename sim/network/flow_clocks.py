@@ -237,10 +237,10 @@ class BundleClocks:
         summed = np.bincount(inverse, weight, minlength=len(code))
         counted = sign * np.bincount(inverse, minlength=len(code))
         p = self.pairs
-        codes = code.tolist()
-        index = np.fromiter(map(self._pair_of.get, codes, repeat(-1)), dtype=np.int64, count=len(codes))
-        for i in np.flatnonzero(index < 0).tolist():  # new pairs, in code order
-            index[i] = self._new_pair(codes[i])
+        index = np.empty(len(code), dtype=np.int64)
+        for i, c in enumerate(code.tolist()):
+            found = self._pair_of.get(c)
+            index[i] = self._new_pair(c) if found is None else found
         p.arrays["weight"][index] += summed
         p.arrays["count"][index] += counted
         gone = index[p.arrays["count"][index] == 0]
