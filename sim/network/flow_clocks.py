@@ -20,6 +20,8 @@ A member's own entries stay in the flow table, so a clock can be turned back int
 from __future__ import annotations
 
 import heapq
+from collections import deque
+from itertools import repeat
 
 import numpy as np
 
@@ -115,12 +117,15 @@ class BundleClocks:
         live = valid_all(keys, slots)
         return slots[live], keys[live]
 
-    def region_pairs(self, in_region: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(bundle, link, weight) of the pairs of the clocks marked in `in_region` (per bundle id)."""
+    def region_pairs(self, clocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(bundle, link, weight) of the non-empty pairs of `clocks` (bundle ids), in pair order (the
+        order in which refills sum their loads per link)."""
         p = self.pairs
+        in_region = np.zeros(self.state.size, dtype=bool)
+        in_region[clocks] = True
         bundle, count = p.arrays["bundle"][: p.size], p.arrays["count"][: p.size]
-        sel = np.flatnonzero((count > 0) & in_region[bundle])
-        return bundle[sel], p.arrays["link"][sel], p.arrays["weight"][sel]
+        sel = np.flatnonzero(np.take(in_region, bundle) & (count > 0))  # take: faster than [] here
+        return np.take(p.arrays["bundle"], sel), np.take(p.arrays["link"], sel), np.take(p.arrays["weight"], sel)
 
     # ---- changes ------------------------------------------------------------------------
     def advance(self, bundles: np.ndarray, now: float) -> None:
@@ -138,8 +143,14 @@ class BundleClocks:
         """Flows (their slots, bundles, bytes left now and edge entries (owner position, link,
         weight)) join the clocks of their bundles, which run at `now`. Returns their keys."""
         keys = left + self.v[bundles]
-        for key, slot, b in zip(keys.tolist(), slots.tolist(), bundles.tolist()):
-            heapq.heappush(self.heaps.setdefault(b, []), (key, slot))
+        order = np.argsort(bundles, kind="stable")  # per bundle in the given order: the same heaps
+        grouped = bundles[order]
+        entries = list(zip(keys[order].tolist(), slots[order].tolist()))
+        bounds = (np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist() if len(entries) else []
+        firsts = [0, *bounds] if len(entries) else []
+        for b, i, j in zip(grouped[firsts].tolist(), firsts, [*bounds, len(entries)]):
+            heap = self.heaps.setdefault(b, [])
+            deque(map(heapq.heappush, repeat(heap, j - i), entries[i:j]), maxlen=0)  # pushes, in C
         np.add.at(self.count, bundles, 1)
         self.members += len(slots)
         owner, link, weight = edge

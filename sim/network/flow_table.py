@@ -170,9 +170,7 @@ class FlowTable(FlowSlots):
         e_row, e_link, e_weight = self._edge(flows)
         split, mult, represented = int(self.length[flows[:n_bundled]].sum()), None, n_bundled
         if c:
-            in_region = np.zeros(self.clocks.state.size, dtype=bool)
-            in_region[clocks] = True
-            p_bundle, p_link, p_weight = self.clocks.region_pairs(in_region)
+            p_bundle, p_link, p_weight = self.clocks.region_pairs(clocks)
             row_of = np.zeros(self.clocks.state.size, dtype=np.int64)
             row_of[clocks] = np.arange(c)
             e_row = np.concatenate([row_of[p_bundle], e_row + c])
@@ -201,10 +199,20 @@ class FlowTable(FlowSlots):
         unit_rate = rate[: len(unit)] if mult is None else rate[: len(unit)] * mult
         per_unit = np.bincount(unit, unit_rate, minlength=parts["units"])
         u_row, u_link, u_weight = parts["shared"]
+        return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + self._edge_load(parts, rate)
+
+    def _edge_load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
+        """Per link: summed edge entries x rate of the rows. After a bundled refill the bundled rows'
+        part is known (`bundled_load`: their entries come first, `split` of them): the other rows'
+        entries continue its per-link sums, one by one in entry order, as one pass over all would."""
         e_row, e_link, e_weight = parts["edge"]
-        return np.bincount(u_link, u_weight * per_unit[u_row], minlength=self.num_links) + np.bincount(
-            e_link, e_weight * rate[e_row], minlength=self.num_links
-        )
+        bundled_load = parts.get("bundled_load")
+        if bundled_load is None:
+            return np.bincount(e_link, e_weight * rate[e_row], minlength=self.num_links)
+        k = parts["split"]
+        load = bundled_load.copy()
+        np.add.at(load, e_link[k:], e_weight[k:] * rate[e_row[k:]])
+        return load
 
     def _bundled(self, parts: dict, residual: np.ndarray) -> np.ndarray | None:
         """Bundled filling where it pays off (at least two flows per bundle) and its check holds."""
@@ -213,6 +221,7 @@ class FlowTable(FlowSlots):
         if not bundled or parts["units"] * 2 > parts["represented"]:
             return None
         e_row, e_link, e_weight = parts["edge"]
+        bundled_load = np.empty(self.num_links)
         rate = bundled_filling(
             unit,
             parts["shared"],
@@ -221,11 +230,13 @@ class FlowTable(FlowSlots):
             parts["rows"] - bundled,
             residual,
             parts["mult"],
+            bundled_load,
         )
         if rate is None:
             self._failures += 1
             self._backoff = min(2**self._failures, _BACKOFF_MAX)
             return None
+        parts["bundled_load"] = bundled_load  # the new load's bundled part (`_edge_load`)
         self._failures = 0
         self.bundled_refills += 1
         return rate

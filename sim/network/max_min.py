@@ -190,6 +190,7 @@ def bundled_filling(
     n_single: int,
     capacity: np.ndarray,
     multiplicity: np.ndarray | None = None,
+    edge_load: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
     links, i.e. links between switches), or None when the shortcut does not apply.
@@ -199,7 +200,8 @@ def bundled_filling(
     other entries (NIC, host and scale-up links). Flows F..F+n_single-1 cross no shared link:
     `single_edge` = (flow - F, link, weight) their entries. `multiplicity` (optional, per bundled
     row): the number of flows a row stands for (a bundle clock, sim/network/flow_clocks.py: its edge
-    entries are then its flows' entries summed per link); default 1.
+    entries are then its flows' entries summed per link); default 1. `edge_load` (optional, per
+    link) receives the bundled flows' load from `bundled_edge`: summed weight x rate, in entry order.
 
     1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
        entries: their rates, were no edge link limiting.
@@ -223,6 +225,8 @@ def bundled_filling(
     rate = np.empty(n_bundled + n_single)
     rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
     bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
+    if edge_load is not None:
+        edge_load[:] = bundled_load
     residual = capacity - bundled_load
     if ((residual < -REL_TOL * capacity) & (bundled_load > 0)).any():
         return None  # the bundles overfill an edge link

@@ -15,6 +15,8 @@ Each shortcut is compared with the plain computation on small cases, to float ro
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 
 import sim.network.analytical as network
 import sim.network.max_min as max_min
+from sim.network.flow_clocks import BundleClocks
 from sim.network.flow_table import FlowTable
 from sim.network.max_min import bundled_filling, flow_matrix, max_min_fair, progressive_filling
 from tests.conftest import make_cluster
@@ -222,6 +225,89 @@ def test_bundled_flows_run_on_clocks_and_finish_as_in_the_plain_table(seed):
         for table in (fast, plain):
             table.remove(done)
     assert clocked_rows and max(members - clocks for members, clocks in clocked_rows) > 0  # clocks held several flows
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_load_after_a_bundled_refill_reuses_the_bundled_part_to_the_last_bit(seed):
+    """After a bundled refill the new load's edge part starts from the bundled rows' load that
+    `bundled_filling` computed (its `edge_load`) and adds the other rows' entries one by one: the
+    same additions in the same order as one pass over all entries, so the same bits."""
+    checked = []
+    one_pass = FlowTable._edge_load
+
+    def both_ways(table, parts, rate):
+        load = one_pass(table, parts, rate)
+        if "bundled_load" in parts:
+            plain = one_pass(table, {k: v for k, v in parts.items() if k != "bundled_load"}, rate)
+            assert np.array_equal(load, plain)
+            checked.append(True)
+        return load
+
+    rng = np.random.default_rng(seed)
+    capacity, shared, path = leaf_spine(3, 3, 10e9, 10e9 / 4)
+    table = FlowTable(capacity, shared)
+    now = 0.0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FlowTable, "_edge_load", both_ways)
+        for step in range(40):
+            if step % 5 == 0:  # cross-leaf flows (bundled) and same-leaf ones (not) share the NIC links
+                n = int(rng.integers(12, 24))
+                lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
+                edge = ~shared[flat]  # fractions there: the per-link sums depend on their order
+                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+                nbytes = rng.uniform(1e8, 1e9, n)
+                table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
+            table.recompute(now)
+            now = table.next_finish()
+            if now == np.inf:
+                break
+            table.remove(table.done(now))
+    assert checked
+
+
+def test_bundled_filling_reports_the_bundled_load_on_edge_links():
+    """`edge_load` receives the bundled flows' load per link: their edge entries x their rates."""
+    capacity, shared, path = leaf_spine(2, 4, 10e9, 4 * 10e9 / 8)
+    pairs = [(s, d) for s in range(8) for d in range(8) if s != d]
+    lengths, flat, weights = flows_on([path(s, d) for s, d in pairs])
+    inputs, _ = bundle_inputs(lengths, flat, weights, shared)
+    edge_load = np.full(len(capacity), np.nan)
+    rate = bundled_filling(*inputs, capacity, None, edge_load)
+    assert rate is not None
+    b_row, b_link, b_weight = inputs[2]
+    assert np.array_equal(edge_load, np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity)))
+    assert edge_load[~shared].sum() > 0 and (edge_load[shared] == 0).all()
+
+
+def test_clock_members_join_heaps_laid_out_as_by_one_push_each():
+    """Members joining clocks are pushed per bundle in C (`BundleClocks.join`): each heap is laid out
+    exactly as by pushing the members one at a time in the order given (its layout is the order in
+    which a clock's members turn back into rows), and the pairs sum their edge entries."""
+    rng = np.random.default_rng(7)
+    clocks = BundleClocks(num_links=12)
+    clocks.ensure(5)
+    reference: dict[int, list] = {}
+    pairs: dict[tuple[int, int], float] = {}
+    next_slot = 0
+    for _ in range(4):
+        n = int(rng.integers(1, 40))
+        slots = np.arange(next_slot, next_slot + n)
+        next_slot += n
+        bundles = rng.integers(0, 5, n)
+        left = rng.choice([1e6, 2e6, 3e6], n)  # ties: (key, slot) orders them
+        owner = np.repeat(np.arange(n), 2)
+        link, weight = rng.integers(0, 12, 2 * n), rng.choice([1.0, 0.5], 2 * n)
+        keys = clocks.join(slots, bundles, left, (owner, link, weight))
+        for key, slot, b in zip(keys.tolist(), slots.tolist(), bundles.tolist()):
+            heapq.heappush(reference.setdefault(b, []), (key, slot))
+        for o, l, w in zip(owner.tolist(), link.tolist(), weight.tolist()):
+            code = (int(bundles[o]), l)
+            pairs[code] = pairs.get(code, 0.0) + w
+    assert clocks.heaps == reference
+    p = clocks.pairs
+    got = {(b, l): w for b, l, w in zip(*(p.arrays[k][: p.size].tolist() for k in ("bundle", "link", "weight")))}
+    assert got == pytest.approx(pairs)
 
 
 def test_flow_table_refills_only_flows_whose_rate_can_change():
