@@ -71,9 +71,11 @@ class FlowNetwork(Network):
         self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
         self._recordings: dict[int, Trajectory] = {}  # group id -> the trajectory it is recording
         self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
-        # key -> [trajectory, runs]: its replays not yet accounted, [t0, t1, count] per back-to-back run
+        # key -> [trajectory, runs, deferral number]: its replays not yet accounted, [t0, t1, count] per
+        # back-to-back run
         self._deferred: dict[StepKey, list] = {}
         self._deferred_on = np.zeros(self._num_links, dtype=np.int64)  # deferred keys using each link
+        self._deferrals = _DeferralIndex()  # which deferred keys used which links
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
         # arrivals will enter (count of their entries)
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
@@ -450,7 +452,7 @@ class FlowNetwork(Network):
             self._settle_key(key)
             d = None
         if d is None:
-            d = self._deferred[key] = [trajectory, []]
+            d = self._deferred[key] = [trajectory, [], self._deferrals.add(key, trajectory.links)]
             self._deferred_on[trajectory.links] += 1
         runs = d[1]
         if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
@@ -550,29 +552,41 @@ class FlowNetwork(Network):
             o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")
         ]
         skeletons = []
-        for i in range(run.completed, upto):
+        keyed, deferred, starts, codes = self._keyed, self._deferred, run.starts, plan.codes
+        next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
+        cause, current = run.cause, env.cause  # what released this step; the current cause
+        for i in range(run.completed, upto):  # counters in locals, written back after (the same sums)
             key, trajectory = plan.keys[i], plan.trajectories[i]
-            srcs, dsts, _, total, _ = self._keyed[key]
-            start, n = run.starts[i], len(srcs)
-            self.flows_started += n
-            self.bytes_sent += total
-            self.replayed_steps += 1
-            self._defer(trajectory, start, run.starts[i + 1])
-            self.bytes_delivered += total  # float(nbytes.sum()), as `_complete` adds it
+            srcs, dsts, _, total, _ = keyed[key]
+            start, n = starts[i], len(srcs)
+            flows_started += n
+            sent += total
+            d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
+            if d is not None and d[0] is trajectory and d[1][-1][1] != start and len(d[1]) < _DEFERRED_RUNS_MAX - 1:
+                d[1].append([start, starts[i + 1], 1])
+            else:
+                self._defer(trajectory, start, starts[i + 1])
+            delivered += total  # float(nbytes.sum()), as `_complete` adds it
             end, last = trajectory.last_flow(start)
             if n:
-                first = recorder.next_id
-                recorder.dropped += n
-                recorder.next_id += n
-                skeletons.append((plan.codes[i], start, trajectory.finish_offsets, first, run.cause))
-                env.cause = first + last
+                skeletons.append((codes[i], start, trajectory.finish_offsets, next_id, cause))
+                current = next_id + last  # the step's last flow
+                next_id += n
+            cause = current  # what released the next step
             for on_flows_until in until:
                 on_flows_until(srcs, dsts, start, end, key)
             if flows:
                 finish = start + trajectory.finish_offsets
                 for on_flows in flows:
                     on_flows(srcs, dsts, start, finish, key)
-            run.cause = env.cause  # what released the next step: this one's last flow
+        steps = upto - run.completed
+        if steps > 0:
+            recorder.dropped += next_id - recorder.next_id
+            recorder.next_id = next_id
+            env.cause = run.cause = current
+            self.flows_started += flows_started
+            self.bytes_sent, self.bytes_delivered = sent, delivered
+            self.replayed_steps += steps
         recorder.skeleton_steps(skeletons)
         run.completed = max(run.completed, upto)
 
@@ -618,14 +632,8 @@ class FlowNetwork(Network):
         """Settle the deferred replays that ran on any of `links` (a recording starts there: its
         base totals must include them), in the order they were deferred; the others keep gathering
         runs."""
-        on = np.zeros(self._num_links, dtype=bool)
-        on[links] = True
-        keys = list(self._deferred)
-        step_links = [self._deferred[key][0].links for key in keys]
-        owner = np.repeat(np.arange(len(keys)), [len(x) for x in step_links])
-        hits = np.bincount(owner[on[np.concatenate(step_links)]], minlength=len(keys))
-        for k in np.flatnonzero(hits).tolist():
-            self._settle_key(keys[k])
+        for key in self._deferrals.on(links, self._num_links):
+            self._settle_key(key)
 
     def _settle_key(self, key: StepKey) -> None:
         """Account the deferred replays of a step: its recorded totals times the replays, on its own
@@ -633,8 +641,9 @@ class FlowNetwork(Network):
         d = self._deferred.pop(key, None)
         if d is None:
             return
-        trajectory, runs = d
+        trajectory, runs, number = d
         self._deferred_on[trajectory.links] -= 1
+        self._deferrals.remove(number)
         t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()
@@ -728,6 +737,49 @@ def _merge_paths(routed: Routed) -> Routed:
     merged.flat = key % base
     merged.lengths = np.bincount(key // base, minlength=len(merged.lengths))
     return merged
+
+
+class _DeferralIndex:
+    """The links of the deferred replays' steps, to find those on given links at once: one entry per
+    (link, deferral), appended as deferrals are made, the settled ones dropped when they are many."""
+
+    def __init__(self, slack: int = 65536) -> None:
+        self.slack = slack  # entries of settled deferrals kept at most, beyond 3 x the live ones
+        self.made = 0
+        self.live: dict[int, StepKey] = {}  # deferral number -> its key, while deferred
+        self._sizes: dict[int, int] = {}  # deferral number -> its links
+        self._live_entries = 0
+        self._new: list[tuple[np.ndarray, int]] = []
+        self._links = np.zeros(0, dtype=np.int64)
+        self._owner = np.zeros(0, dtype=np.int64)
+
+    def add(self, key: StepKey, links: np.ndarray) -> int:
+        """A new deferral of `key`'s replays on `links`: its number (later ones have larger ones)."""
+        self.made += 1
+        self.live[self.made] = key
+        self._sizes[self.made] = len(links)
+        self._live_entries += len(links)
+        self._new.append((links, self.made))
+        return self.made
+
+    def remove(self, number: int) -> None:
+        del self.live[number]
+        self._live_entries -= self._sizes.pop(number)
+
+    def on(self, links: np.ndarray, num_links: int) -> list[StepKey]:
+        """The deferred keys with any of `links`, in deferral order."""
+        if self._new:
+            self._links = np.concatenate([self._links, *(part for part, _ in self._new)])
+            numbers = np.repeat([n for _, n in self._new], [len(part) for part, _ in self._new])
+            self._owner = np.concatenate([self._owner, numbers])
+            self._new.clear()
+        if len(self._owner) > 4 * self._live_entries + self.slack:  # mostly settled: keep the live ones
+            keep = np.isin(self._owner, np.fromiter(self.live, dtype=np.int64, count=len(self.live)))
+            self._links, self._owner = self._links[keep], self._owner[keep]
+        on = np.zeros(num_links, dtype=bool)
+        on[links] = True
+        live = self.live
+        return [live[n] for n in np.unique(self._owner[on[self._links]]).tolist() if n in live]
 
 
 @dataclass

@@ -365,3 +365,20 @@ def test_a_recording_settles_only_the_deferred_replays_on_its_links():
     assert not deferred[1] & first and deferred[1] == deferred[0] - first  # settled: the first ring's only
     assert link_bytes == pytest.approx(plain_bytes, rel=1e-12)
     assert busy == pytest.approx(plain_busy, rel=1e-12, abs=1e-15)
+
+
+def test_the_deferral_index_finds_the_deferred_steps_on_links_in_deferral_order():
+    """The index behind a recording's settle: the live deferrals whose links meet the given ones,
+    oldest first, also after settled ones were dropped from it (compaction)."""
+    from sim.engine.replay import StepKey
+    from sim.network.flow import _DeferralIndex
+
+    index, keys = _DeferralIndex(slack=0), [StepKey(f"k{i}") for i in range(6)]
+    numbers = [index.add(key, np.array([i, 10 + i, 20 + i % 2])) for i, key in enumerate(keys)]
+    assert index.on(np.array([21]), 32) == [keys[1], keys[3], keys[5]]  # link 21: the odd ones
+    index.remove(numbers[3])
+    assert index.on(np.array([21, 12]), 32) == [keys[1], keys[2], keys[5]]
+    for number in numbers[:3] + numbers[4:5]:
+        index.remove(number)  # 1 of 6 live: the next query keeps only its entries
+    assert index.on(np.array([20, 21]), 32) == [keys[5]] and len(index._owner) == 3
+    assert index.on(np.array([3]), 32) == []
