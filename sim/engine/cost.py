@@ -54,6 +54,9 @@ class Estimate:
     links: float = 0.0
     extra_bytes: float = 0.0
     route_factor: float = 1.0  # routed paths per flow (ECMP over explicit spines, tori): scales per-flow memory
+    # wall time of one of these events relative to the median run's (a kind whose events carry less or
+    # more work, measured): scales the wall-time figure (sim/scenario/estimate.py)
+    event_cost: float = 1.0
     trace_limit: float = 200_000
     notes: list[str] = field(default_factory=list)
     hint: str = ""  # what to change when refused
@@ -71,7 +74,11 @@ class Estimate:
         )
 
     def add(self, other: Estimate, times: float = 1.0) -> None:
-        """Accumulate `other` run `times` times (peaks and lists do not add up over time)."""
+        """Accumulate `other` run `times` times (peaks and lists do not add up over time; the cost
+        per event is the events' mean)."""
+        events = self.events + times * other.events
+        if events > 0:
+            self.event_cost = (self.events * self.event_cost + times * other.events * other.event_cost) / events
         for name in ("events", "flows", "simulated_flows", "kernels", "spans"):
             setattr(self, name, getattr(self, name) + times * getattr(other, name))
         self.peak_flows = max(self.peak_flows, other.peak_flows)
@@ -82,7 +89,7 @@ class Estimate:
         out = {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in ("hint", "path", "trace_limit", "route_factor")
+            if f.name not in ("hint", "path", "trace_limit", "route_factor", "event_cost")
         }
         out["memory_bytes"] = self.memory_bytes
         return out

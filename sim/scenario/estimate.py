@@ -107,8 +107,9 @@ def enforce(scenario, limits: Limits | None = DEFAULT_LIMITS) -> Estimate:
 
 
 def wall_time_s(est: Estimate) -> float:
-    """Seconds of wall time a run of this estimate takes, about (see EVENTS_PER_S)."""
-    return est.events / EVENTS_PER_S + est.links * BUILD_S_PER_LINK
+    """Seconds of wall time a run of this estimate takes, about (see EVENTS_PER_S; a kind whose
+    events are lighter or heavier than the median says so, `Estimate.event_cost`)."""
+    return est.events * est.event_cost / EVENTS_PER_S + est.links * BUILD_S_PER_LINK
 
 
 def estimate_lines(est: Estimate) -> list[str]:

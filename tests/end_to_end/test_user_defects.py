@@ -184,6 +184,31 @@ def test_wall_time_grows_with_events_and_links():
     assert wall_time_s(Estimate(events=EVENTS_PER_S, links=1e5)) > 1.0
 
 
+def test_a_kind_with_light_events_is_estimated_by_their_cost_and_jobs_add_their_seconds():
+    """A kind's events can carry less work than the median run's (`event_cost`); estimates added
+    together (jobs, iterations) keep the seconds of each part."""
+    from sim.engine.cost import Estimate
+    from sim.scenario.estimate import EVENTS_PER_S, wall_time_s
+
+    light, heavy = Estimate(events=EVENTS_PER_S, event_cost=0.25), Estimate(events=EVENTS_PER_S, event_cost=2.0)
+    assert wall_time_s(light) == pytest.approx(0.25)
+    both = Estimate()
+    both.add(light, times=2)
+    both.add(heavy)
+    assert both.events == 3 * EVENTS_PER_S and wall_time_s(both) == pytest.approx(2 * 0.25 + 2.0)
+
+
+def test_the_ingestion_hour_is_estimated_at_its_events_and_minutes():
+    """benchmarks/scenarios/ingestion-1h-400workers.yaml makes 40.7M events in ~340 s (issue 26):
+    the estimate counts its batches and splits at their events and their light cost per event."""
+    from sim.scenario.estimate import estimate, wall_time_s
+    from sim.scenario.model import load_scenario
+
+    est = estimate(load_scenario(str(ROOT / "benchmarks" / "scenarios" / "ingestion-1h-400workers.yaml")))
+    assert 0.7 * 40.7e6 < est.events < 1.3 * 40.7e6
+    assert 120 < wall_time_s(est) < 900
+
+
 # ---- dcsim hw show: quantities with units ---------------------------------------------------------
 
 

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from sim.engine.cost import Estimate
 
-EVENTS_PER_BATCH = 25.0  # read, stages, send, trainer pull (measured 21-22)
-EVENTS_PER_SPLIT = 50.0  # master hand-out, storage accesses, ledger
+# measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events by kind over 60 simulated s):
+EVENTS_PER_BATCH = 11.0  # slot, cores, stages, credit, send, delivery, trainer pull and step
+EVENTS_PER_SPLIT = 9.0  # master hand-out, memory, storage access and read, processing process
+# its events are light: one simulated hour, 40.7M events in ~340 s of wall time (8.4 us each), against
+# the median run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py)
+EVENT_COST = 0.15
 
 
 def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -31,6 +35,7 @@ def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:
         simulated_flows=flows,
         peak_flows=workers * (pre.splits_in_flight + 2) + hw.nodes,
         spans=4 * batches + 4 * splits,
+        event_cost=EVENT_COST,
         path="workload.duration_s",
         hint="a shorter duration_s or larger batch_samples / partition_bytes",
     )
