@@ -31,6 +31,11 @@ class AnalyticalNetwork(Network):
     ring step (one flow per link) that is bytes / bottleneck; for an all-to-all step it is the
     classic (n-1)/n * S / B of the sender's NIC."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # (src, dst) -> (links, latency, smallest capacity) of a pair routed over one path, or None
+        self._one_path: dict[tuple[str, str], tuple[tuple[int, ...], float, float] | None] = {}
+
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         capacity = self.topology.capacity
         if len(routed.flat) <= _FEW_ENTRIES:  # a few entries: plain Python, same arithmetic
@@ -62,11 +67,6 @@ class AnalyticalNetwork(Network):
                 self._notify_at(offset, group.on_flow_done, np.flatnonzero(which.ravel() == k))
         done = self.sim.timeout(float(finish.max()))
         done.callbacks.append(lambda _e: self._complete(group))
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        # (src, dst) -> (links, latency, smallest capacity) of a pair routed over one path, or None
-        self._one_path: dict[tuple[str, str], tuple[tuple[int, ...], float, float] | None] = {}
 
     def _transfer_one(self, src: str, dst: str, nbytes: float, name: str, track: str | None):
         """One flow of a few link entries (a batch, a read): `_start` with `_alpha_beta_few` in
@@ -109,10 +109,7 @@ class AnalyticalNetwork(Network):
             shares = [share] * len(paths)
             for observer in self.traffic_observers:
                 observer.on_subflows(t0, t1, flat, lengths, shares)
-        event = self.sim.env.event()
-        done = self.sim.timeout(finish)
-        done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))
-        return event
+        return self._delivered_after(finish, src, dst, b, name, track, now, cause)
 
     def _one_path_of(self, pair: tuple[str, str]) -> tuple[tuple[int, ...], float, float] | None:
         """(links, latency, smallest capacity) of a pair routed over one path of distinct links (None:
@@ -157,6 +154,12 @@ class AnalyticalNetwork(Network):
                     one(t0, t0 + t, path, share)
                 else:
                     observer.on_subflows([t0], [t0 + t], list(path), [len(path)], [share])
+        return self._delivered_after(finish, src, dst, b, name, track, now, cause)
+
+    def _delivered_after(
+        self, finish: float, src: str, dst: str, b: float, name: str, track: str | None, now: float, cause: int
+    ) -> simpy.Event:
+        """The event of a one-flow transfer started `now`: completed (`_complete_one`) `finish` later."""
         event = self.sim.env.event()
         done = self.sim.timeout(finish)
         done.callbacks.append(lambda _e: self._complete_one(event, src, dst, b, name, track, now, now + finish, cause))

@@ -74,8 +74,7 @@ class FlowNetwork(Network):
         # key -> [trajectory, runs, deferral number]: its replays not yet accounted, [t0, t1, count] per
         # back-to-back run
         self._deferred: dict[StepKey, list] = {}
-        self._deferred_on = np.zeros(self._num_links, dtype=np.int64)  # deferred keys using each link
-        self._deferrals = _DeferralIndex()  # which deferred keys used which links
+        self._deferrals = _DeferralIndex(self._num_links)  # which deferred keys used which links
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
         # arrivals will enter (count of their entries)
         self._claimant = np.full(self._num_links, -1, dtype=np.int64)
@@ -183,7 +182,7 @@ class FlowNetwork(Network):
             if trajectory is not None:
                 self._start_replay(gid, group, trajectory, own)
                 return
-            if self._deferred and self._deferred_on[own].any():
+            if self._deferred:
                 self._settle_on(own)  # link totals as of now: deferred replays ran on these links
             self._recordings[gid] = Trajectory(
                 key,
@@ -453,7 +452,6 @@ class FlowNetwork(Network):
             d = None
         if d is None:
             d = self._deferred[key] = [trajectory, [], self._deferrals.add(key, trajectory.links)]
-            self._deferred_on[trajectory.links] += 1
         runs = d[1]
         if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
             runs[-1][1] = end_s
@@ -632,7 +630,7 @@ class FlowNetwork(Network):
         """Settle the deferred replays that ran on any of `links` (a recording starts there: its
         base totals must include them), in the order they were deferred; the others keep gathering
         runs."""
-        for key in self._deferrals.on(links, self._num_links):
+        for key in self._deferrals.on(links):
             self._settle_key(key)
 
     def _settle_key(self, key: StepKey) -> None:
@@ -642,7 +640,6 @@ class FlowNetwork(Network):
         if d is None:
             return
         trajectory, runs, number = d
-        self._deferred_on[trajectory.links] -= 1
         self._deferrals.remove(number)
         t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
         (links, per_run), (busy_links, busy) = trajectory.totals()
@@ -743,11 +740,12 @@ class _DeferralIndex:
     """The links of the deferred replays' steps, to find those on given links at once: one entry per
     (link, deferral), appended as deferrals are made, the settled ones dropped when they are many."""
 
-    def __init__(self, slack: int = 65536) -> None:
+    def __init__(self, num_links: int, slack: int = 65536) -> None:
         self.slack = slack  # entries of settled deferrals kept at most, beyond 3 x the live ones
         self.made = 0
         self.live: dict[int, StepKey] = {}  # deferral number -> its key, while deferred
-        self._sizes: dict[int, int] = {}  # deferral number -> its links
+        self._links_of: dict[int, np.ndarray] = {}  # deferral number -> its links
+        self._using = np.zeros(num_links, dtype=np.int64)  # live deferrals using each link
         self._live_entries = 0
         self._new: list[tuple[np.ndarray, int]] = []
         self._links = np.zeros(0, dtype=np.int64)
@@ -757,17 +755,22 @@ class _DeferralIndex:
         """A new deferral of `key`'s replays on `links`: its number (later ones have larger ones)."""
         self.made += 1
         self.live[self.made] = key
-        self._sizes[self.made] = len(links)
+        self._links_of[self.made] = links
+        self._using[links] += 1
         self._live_entries += len(links)
         self._new.append((links, self.made))
         return self.made
 
     def remove(self, number: int) -> None:
         del self.live[number]
-        self._live_entries -= self._sizes.pop(number)
+        links = self._links_of.pop(number)
+        self._using[links] -= 1
+        self._live_entries -= len(links)
 
-    def on(self, links: np.ndarray, num_links: int) -> list[StepKey]:
+    def on(self, links: np.ndarray) -> list[StepKey]:
         """The deferred keys with any of `links`, in deferral order."""
+        if not self._using[links].any():
+            return []
         if self._new:
             self._links = np.concatenate([self._links, *(part for part, _ in self._new)])
             numbers = np.repeat([n for _, n in self._new], [len(part) for part, _ in self._new])
@@ -776,7 +779,7 @@ class _DeferralIndex:
         if len(self._owner) > 4 * self._live_entries + self.slack:  # mostly settled: keep the live ones
             keep = np.isin(self._owner, np.fromiter(self.live, dtype=np.int64, count=len(self.live)))
             self._links, self._owner = self._links[keep], self._owner[keep]
-        on = np.zeros(num_links, dtype=bool)
+        on = np.zeros(len(self._using), dtype=bool)
         on[links] = True
         live = self.live
         return [live[n] for n in np.unique(self._owner[on[self._links]]).tolist() if n in live]
