@@ -1,9 +1,10 @@
 """Start-up (issue 26): a command imports what it needs and no more.
 
 `import sim`, `import sim.cli` and `dcsim --help` load no heavy library (pandas, matplotlib, scipy,
-dask, torch, pint) and no workload package; a scenario loads the package of its own kind only, and
-running a small one needs no matplotlib, scipy, dask, torch or networkx (routing works on the link
-arrays; networkx only for a graph file or a `graph` view). Each check runs in a fresh
+dask, torch, pint, numba) and no workload package; a scenario loads the package of its own kind only,
+and running a small one needs no matplotlib, scipy, dask, torch, networkx or numba (routing works on
+the link arrays; networkx only for a graph file or a `graph` view; its fillings are small enough for
+plain Python, so the compiled filling's numba is not loaded). Each check runs in a fresh
 interpreter (a subprocess) and reads its `sys.modules`.
 """
 
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLREDUCE = str(ROOT / "scenarios" / "allreduce-2x8-h100.yaml")
-HEAVY = ("pandas", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "pyarrow", "rich")
+HEAVY = ("pandas", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "pyarrow", "rich", "numba")
 
 
 def loaded_after(code: str, cache_dir: Path | None = None) -> set[str]:
@@ -74,5 +75,5 @@ def test_a_small_run_needs_no_plotting_scipy_dask_torch_pint_or_networkx(tmp_pat
     )
     loaded_after(run, tmp_path)  # the first run asks pint for the units' factors and remembers them
     loaded = loaded_after(run, tmp_path)
-    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "pint", "networkx"}, sorted(loaded)
+    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "pint", "networkx", "numba"}, sorted(loaded)
     assert _kinds_loaded(loaded) == {"collective"}

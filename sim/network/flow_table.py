@@ -39,6 +39,10 @@ from sim.network.max_min import (
 
 _SLACK = 1e-9  # flows within this relative distance above/below L are refilled too
 _BACKOFF_MAX = 64  # after a failed bundle check, row-level refills for up to this many updates
+# Entries a table fills in plain Python before it switches to the compiled filling (the same rates):
+# loading numba costs ~0.35 s, about what filling this many entries in Python costs, so a small run
+# (the README's 2-host all-reduce fills ~0.1M) never pays it and a large one pays it once.
+PYTHON_FILLING_ENTRIES = 150_000
 
 
 class FlowTable(FlowSlots):
@@ -51,6 +55,7 @@ class FlowTable(FlowSlots):
         super().__init__(capacity, shared)
         self._backoff = 0
         self._failures = 0
+        self._python_entries = 0  # filled in plain Python so far (`_compiled`)
         self.refills = 0  # statistics
         self.refilled_rows = 0
         self.bundled_refills = 0
@@ -231,6 +236,7 @@ class FlowTable(FlowSlots):
             residual,
             parts["mult"],
             bundled_load,
+            self._compiled(len(parts["shared"][1]) + len(e_link) - k),
         )
         if rate is None:
             self._failures += 1
@@ -256,7 +262,15 @@ class FlowTable(FlowSlots):
             order = np.argsort(row, kind="stable")
             matrix = flow_matrix(np.bincount(row, minlength=parts["rows"]), link[order], self.num_links, weight[order])
             return max_min_fair(matrix, residual)
-        return progressive_filling(row, link, weight, parts["rows"], residual)
+        return progressive_filling(row, link, weight, parts["rows"], residual, compiled=self._compiled(len(link)))
+
+    def _compiled(self, entries: int) -> bool:
+        """Whether a filling of `entries` entries runs compiled: once the table has filled
+        `PYTHON_FILLING_ENTRIES` in plain Python (see there)."""
+        if self._python_entries >= PYTHON_FILLING_ENTRIES:
+            return True
+        self._python_entries += entries
+        return False
 
     # ---- clocks -----------------------------------------------------------------------------
     def _join(self, flows: np.ndarray, left: np.ndarray, rate: np.ndarray, clocks: np.ndarray, now: float) -> None:

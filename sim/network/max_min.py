@@ -10,9 +10,10 @@ their links. Links whose level is within a relative 1e-9 of the smallest fill at
 - `max_min_fair(matrix, capacity)`: the straightforward path (three sparse mat-vecs over all flows
   per level): the reference the fast paths are tested against.
 - `progressive_filling(row, link, weight, n, capacity)`: the same filling, in O(entries + levels x
-  links): per level only the entries of still-unfrozen flows are looked at, and a frozen flow's
-  load leaves its links once (bincount), instead of mat-vecs over all flows at every level.
-  A few entries (at most `_TINY`) are filled in plain Python, to the last bit the same.
+  links used): per level only the entries of still-unfrozen flows are looked at, and a frozen
+  flow's load leaves its links once, instead of mat-vecs over all flows at every level. Compiled
+  (sim/network/filling_kernel.py, numba); a few entries (at most `_TINY`) are filled in plain
+  Python instead, to the last bit the same (a small run then never loads the compiler: start-up).
 - `bundled_filling(...)`: flows with the same switch-to-switch links (a bundle) filled as one, with
   an exactness check; None when the check fails.
 
@@ -99,46 +100,28 @@ def progressive_filling(
     n: int,
     capacity: np.ndarray,
     link_level: np.ndarray | None = None,
+    compiled: bool = True,
 ) -> np.ndarray:
     """Max-min fair rates of `n` flows given as entries (flow `row`, `link`, `weight`) over links
     of `capacity`; the same filling as `max_min_fair`, with per level only the entries of unfrozen
     flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
-    which each link filled and froze flows."""
-    if len(link) <= _TINY:
+    which each link filled and froze flows. `compiled`: False fills in plain Python whatever the
+    size (the same rates; for a caller whose fillings so far do not pay for loading numba)."""
+    if len(link) <= _TINY or not compiled:
         return _tiny_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
-    if 4 * len(link) < len(capacity):  # few entries: work on the links they use only
-        used, link = np.unique(link, return_inverse=True)
-        level = None if link_level is None else np.full(len(used), np.inf)
-        rate = progressive_filling(row, link.ravel(), weight, n, capacity[used], level)
-        if link_level is not None:
-            link_level[used] = level
-        return rate
-    num_links = len(capacity)
-    count = np.bincount(link, weight, minlength=num_links)  # summed entries of unfrozen flows
-    entries = np.bincount(link, minlength=num_links)  # their number (exact zero test)
-    remaining = capacity.astype(float).copy()
-    rate = np.full(n, np.inf)
-    share = np.empty(num_links)
-    while len(row):
-        active = entries > 0
-        share.fill(np.inf)
-        np.divide(np.maximum(remaining, 0.0), count, out=share, where=active)
-        level = share.min()
-        bottleneck = share <= level * (1 + REL_TOL) + 1e-12
-        hit = bottleneck[link]
-        if link_level is not None:
-            link_level[link[hit]] = level
-        newly = np.zeros(n, dtype=bool)
-        newly[row[hit]] = True
-        rate[newly] = level
-        frozen = newly[row]
-        frozen_link, frozen_weight = link[frozen], weight[frozen]
-        frozen_sum = np.bincount(frozen_link, frozen_weight, minlength=num_links)
-        remaining -= frozen_sum * level
-        count -= frozen_sum
-        entries -= np.bincount(frozen_link, minlength=num_links)
-        keep = ~frozen
-        row, link, weight = row[keep], link[keep], weight[keep]
+    from sim.network.filling_kernel import fill  # numba: imported when first needed
+
+    rate = np.empty(n)
+    fill(
+        np.ascontiguousarray(row, dtype=np.int64),  # one compiled signature
+        np.ascontiguousarray(link, dtype=np.int64),
+        np.ascontiguousarray(weight, dtype=float),
+        n,
+        np.ascontiguousarray(capacity, dtype=float),
+        rate,
+        np.empty(0) if link_level is None else link_level,
+        link_level is not None,
+    )
     return rate
 
 
@@ -191,6 +174,7 @@ def bundled_filling(
     capacity: np.ndarray,
     multiplicity: np.ndarray | None = None,
     edge_load: np.ndarray | None = None,
+    compiled: bool = True,
 ) -> np.ndarray | None:
     """Max-min fair rates of flows grouped into *bundles* (flows with the same entries on shared
     links, i.e. links between switches), or None when the shortcut does not apply.
@@ -202,6 +186,7 @@ def bundled_filling(
     row): the number of flows a row stands for (a bundle clock, sim/network/flow_clocks.py: its edge
     entries are then its flows' entries summed per link); default 1. `edge_load` (optional, per
     link) receives the bundled flows' load from `bundled_edge`: summed weight x rate, in entry order.
+    `compiled`: as in `progressive_filling`.
 
     1. The bundles are filled on the shared links, a bundle of k flows as one flow of k-fold
        entries: their rates, were no edge link limiting.
@@ -223,7 +208,8 @@ def bundled_filling(
         else np.bincount(unit, multiplicity, minlength=n_units)
     )
     rate = np.empty(n_bundled + n_single)
-    rate[:n_bundled] = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity)[unit]
+    unit_rate = progressive_filling(u_row, u_link, u_weight * size[u_row], n_units, capacity, compiled=compiled)
+    rate[:n_bundled] = unit_rate[unit]
     bundled_load = np.bincount(b_link, b_weight * rate[b_row], minlength=len(capacity))
     if edge_load is not None:
         edge_load[:] = bundled_load
@@ -232,7 +218,7 @@ def bundled_filling(
         return None  # the bundles overfill an edge link
     level = np.full(len(capacity), np.inf)
     s_row, s_link, s_weight = single_edge
-    rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level)
+    rate[n_bundled:] = progressive_filling(s_row, s_link, s_weight, n_single, residual, level, compiled)
     filled = level < np.inf  # edge links where other flows froze
     if filled.any():
         on_filled = filled[b_link]

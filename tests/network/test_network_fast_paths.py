@@ -2,7 +2,8 @@
 
 Each shortcut is compared with the plain computation on small cases, to float rounding:
 - `progressive_filling` (entries of unfrozen flows only) vs `max_min_fair` (mat-vecs over all flows),
-  and its plain-Python path for a few entries vs its numpy path (identical to the last bit);
+  and its plain-Python path vs its compiled path (sim/network/filling_kernel.py; identical to the
+  last bit), and a flow table that switches to the compiled path midway vs one that never does;
 - `bundled_filling` (flows with the same switch-to-switch links filled as one) vs `max_min_fair`
   whenever its exactness check accepts, and the check rejects the cases it must reject;
 - `FlowTable` (incremental: only flows whose rate can change are refilled, bytes left kept lazily)
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim.network.analytical as network
+import sim.network.flow_table as flow_table
 import sim.network.max_min as max_min
 from sim.network.flow_clocks import BundleClocks
 from sim.network.flow_table import FlowTable
@@ -63,7 +65,7 @@ def test_progressive_filling_equals_max_min_fair(seed, n_flows, n_links):
 
 @CASES
 @given(st.integers(0, 2**32 - 1), st.integers(1, 10), st.integers(1, 30))
-def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_numpy_path(seed, n_flows, n_links):
+def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_compiled_path(seed, n_flows, n_links):
     rng = np.random.default_rng(seed)
     lengths, flat, weights = random_flows(rng, n_flows, n_links, max_len=3)
     assert len(flat) <= max_min._TINY  # the plain-Python path
@@ -73,11 +75,58 @@ def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_numpy_path(seed
     python = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_py)
     saved, max_min._TINY = max_min._TINY, -1
     try:
-        vectorised = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_np)
+        compiled = progressive_filling(row, flat, weights, n_flows + 1, capacity, level_np)
     finally:
         max_min._TINY = saved
-    assert python.tolist() == vectorised.tolist() and python[-1] == np.inf
+    assert python.tolist() == compiled.tolist() and python[-1] == np.inf
     assert level_py.tolist() == level_np.tolist()
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1), st.integers(10, 300), st.integers(2, 200))
+def test_the_compiled_filling_equals_the_plain_python_one_to_the_last_bit(seed, n_flows, n_links):
+    """Many entries and levels, ties between links, fractional entries, unlimited links and flows
+    that cross none: the same rates and link levels, bit for bit."""
+    rng = np.random.default_rng(seed)
+    lengths, flat, weights = random_flows(rng, n_flows, n_links, max_len=6)
+    lengths[rng.random(n_flows) < 0.05] = 0
+    flat = flat[: lengths.sum()]
+    weights = weights[: lengths.sum()] * rng.choice([1.0, 1 / 3], lengths.sum())
+    limits = [1.0, 2.0, 5.0, 7.3] + ([np.inf] if seed % 2 else [])  # odd seeds: some unlimited links
+    capacity = rng.choice(limits, n_links) * rng.choice([1.0, 1e9], n_links)
+    row = np.repeat(np.arange(n_flows), lengths)
+    level_py, level_c = np.full(n_links, np.inf), np.full(n_links, np.inf)
+    python = progressive_filling(row, flat, weights, n_flows, capacity, level_py, compiled=False)
+    compiled = progressive_filling(row, flat, weights, n_flows, capacity, level_c, compiled=True)
+    assert python.tolist() == compiled.tolist()
+    assert level_py.tolist() == level_c.tolist()
+    if not seed % 2:
+        assert compiled == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
+
+
+def test_a_flow_table_fills_in_python_first_then_compiled_with_the_same_rates(monkeypatch):
+    """A table fills in plain Python until PYTHON_FILLING_ENTRIES (a small run never loads numba),
+    then compiled: the rates are those of a table that fills compiled from the start."""
+    rng = np.random.default_rng(3)
+    nic = 10e9
+    capacity, shared, path = leaf_spine(4, 4, nic, nic / 3)
+    tables = {budget: FlowTable(capacity, shared) for budget in (0, 600, 10**9)}
+    for step in range(30):
+        n = int(rng.integers(20, 60))
+        pairs = [path(*rng.choice(16, 2, replace=False)) for _ in range(n)]
+        nbytes = rng.uniform(1e8, 1e9, n)
+        doomed = rng.random()
+        for budget, table in tables.items():
+            monkeypatch.setattr(flow_table, "PYTHON_FILLING_ENTRIES", budget)
+            live = table.slots()
+            if len(live):
+                table.remove(live[np.random.default_rng(step).random(len(live)) < doomed * 0.5])
+            lengths, flat, weights = flows_on(pairs)
+            table.add(flat, weights, lengths, nbytes, np.full(n, step), np.arange(n), float(step))
+            table.recompute(float(step))
+    (rates, python_first, python_only) = (tables[b].matrix()[1] for b in (0, 600, 10**9))
+    assert rates.tolist() == python_first.tolist() == python_only.tolist()
+    assert tables[600]._python_entries >= 600 and tables[10**9]._python_entries > 600
 
 
 def leaf_spine(leaves, hosts_per_leaf, nic, uplink):
