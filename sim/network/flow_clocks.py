@@ -191,9 +191,11 @@ class BundleClocks:
     def rebuild(self, slots: np.ndarray, bundles: np.ndarray, keys: np.ndarray) -> None:
         """Heaps from the live members (after the table renumbered its slots)."""
         order = np.lexsort((keys, bundles))  # a sorted list is a heap
-        self.heaps = {}
-        for b, key, slot in zip(bundles[order].tolist(), keys[order].tolist(), slots[order].tolist()):
-            self.heaps.setdefault(b, []).append((key, slot))
+        grouped = bundles[order]
+        entries = list(zip(keys[order].tolist(), slots[order].tolist()))
+        firsts = np.flatnonzero(np.diff(grouped, prepend=-1)).tolist() if len(grouped) else []
+        ends = [*firsts[1:], len(entries)]
+        self.heaps = {b: entries[i:j] for b, i, j in zip(grouped[firsts].tolist(), firsts, ends)}
 
     def _refresh(self, bundles: np.ndarray, valid) -> None:
         """Heads of these clocks after members left (stale tops popped); empty clocks reset."""

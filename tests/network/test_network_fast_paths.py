@@ -359,6 +359,24 @@ def test_clock_members_join_heaps_laid_out_as_by_one_push_each():
     assert got == pytest.approx(pairs)
 
 
+def test_rebuilt_clock_heaps_hold_each_bundles_members_sorted_by_key_and_slot():
+    """After the table renumbers its slots (`FlowSlots._compact`) each clock's heap is rebuilt from
+    its live members: a sorted list of (key, slot), one per bundle with members."""
+    rng = np.random.default_rng(11)
+    clocks = BundleClocks(num_links=4)
+    n = 300
+    bundles = rng.integers(0, 9, n)
+    keys = rng.choice([1e6, 2e6, 3e6, 5.5e6], n)  # ties: the slot orders them
+    slots = np.sort(rng.choice(1000, n, replace=False))  # ascending, as the table passes them
+    clocks.rebuild(slots, bundles, keys)
+    expected: dict[int, list] = {}
+    for b, key, slot in zip(bundles.tolist(), keys.tolist(), slots.tolist()):
+        expected.setdefault(b, []).append((key, slot))
+    assert clocks.heaps == {b: sorted(entries) for b, entries in expected.items()}
+    clocks.rebuild(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))
+    assert clocks.heaps == {}
+
+
 def test_flow_table_refills_only_flows_whose_rate_can_change():
     """Two independent links: a flow finishing on the fast one leaves the slow one alone."""
     capacity = np.array([1e9, 10e9])
