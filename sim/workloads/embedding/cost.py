@@ -32,8 +32,9 @@ its HBM traffic (device roofline), its host-link traffic, and its host's share o
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -46,6 +47,7 @@ PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "s
 CACHED_PLACEMENTS = ("scm", "ssd")  # the placements a host-DRAM cache (workload.dram_cache) sits in front of
 INDEX_BYTES = {"int32": 4, "int64": 8}
 LENGTH_BYTES = 4  # int32 lengths/offsets per sample and feature (TorchRec KJT)
+T = TypeVar("T")
 
 
 def optimizer_state_bytes(optimizer: str, dim: int) -> float:
@@ -135,6 +137,7 @@ class CostModel:
         self.cached_tiers = {
             self.tier_for(p) for p in config.placements if p in CACHED_PLACEMENTS and self.dram_tier is not None
         }
+        self._per_shard: dict[str, dict[tuple, Any]] = {}  # per_shard's values: name -> shard_key -> value
 
     # ---- sizes ---------------------------------------------------------------------------------
     def row_bytes(self, shard: Shard) -> float:
@@ -185,14 +188,54 @@ class CostModel:
                 lo += n
         return out
 
+    def shard_key(self, shard: Shard) -> tuple:
+        """What a shard's mean traffic, region shares and additive cost depend on: its table, scheme,
+        shape, lookups, access law and where its rows live (not its rank: shards with equal keys on
+        different GPUs cost the same). Planning re-evaluates the same shards many times over."""
+        return (
+            shard.table,
+            shard.scheme,
+            shard.count,
+            shard.rows,
+            shard.dim,
+            shard.lookups,
+            shard.dist.rows,
+            shard.dist.alpha,
+            shard.hbm_rows,
+            tuple(shard.tier_rows.items()),
+            shard.cache_rows,
+            tuple(shard.dram_cache_rows.items()),
+        )
+
+    def per_shard(self, name: str, shard: Shard, compute: Callable[[Shard], T]) -> T:
+        """`compute(shard)`, computed once per `shard_key` and kept under `name`: for values that
+        depend on nothing else (this model's hardware and config aside). The value is shared
+        between the calls: do not modify it."""
+        values = self._per_shard.setdefault(name, {})
+        key = self.shard_key(shard)
+        if key not in values:
+            values[key] = compute(shard)
+        return values[key]
+
     def region_shares(self, shard: Shard) -> list[tuple[str, float]]:
+        """(tier, share of the shard's lookups) per region of `regions` (kept: `per_shard`)."""
+        return self.per_shard("region_shares", shard, self._compute_region_shares)
+
+    def _compute_region_shares(self, shard: Shard) -> list[tuple[str, float]]:
         if shard.cache_rows:
             return [("hbm", 1.0)]
         return [(t, self.pinned.share(shard.dist, lo, hi)) for t, lo, hi in self.regions(shard)]
 
     def traffic(self, shard: Shard, lookups: float | None = None, region_lookups: list[float] | None = None) -> Traffic:
-        """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean."""
-        lookups = shard.lookups if lookups is None else lookups
+        """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean.
+
+        The mean traffic (neither `lookups` nor `region_lookups` given) is kept (`per_shard`): do not
+        modify it."""
+        if lookups is not None or region_lookups is not None:
+            return self._compute_traffic(shard, shard.lookups if lookups is None else lookups, region_lookups)
+        return self.per_shard("traffic", shard, lambda s: self._compute_traffic(s, s.lookups, None))
+
+    def _compute_traffic(self, shard: Shard, lookups: float, region_lookups: list[float] | None) -> Traffic:
         row, stored = self.row_bytes(shard), self.stored_row_bytes(shard)
         pooled_out = self._pooled_rows(shard) * shard.dim * shard.table.element_bytes
         fwd_extra = lookups * self.index_bytes + pooled_out

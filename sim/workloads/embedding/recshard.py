@@ -61,10 +61,15 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
     return (index + 2 * pooled) * per_byte
 
 
-def proxy_s(model: CostModel, s: Shard, traffic=None) -> float:
+def proxy_s(model: CostModel, s: Shard) -> float:
     """Additive cost of a shard: its accesses at uncontended per-access times, plus its all-to-all
-    (`traffic`: its model.traffic(s), where the caller has it)."""
-    tr = model.traffic(s) if traffic is None else traffic
+    (kept per shard by the model: the balancing asks for the same shards again and again)."""
+    return model.per_shard("proxy_s", s, lambda s: _proxy_s(model, s))
+
+
+def _proxy_s(model: CostModel, s: Shard) -> float:
+    """proxy_s, computed."""
+    tr = model.traffic(s)
     t = (tr.fwd_hbm_extra_bytes + tr.bwd_hbm_extra_bytes) / (
         model.hw.gpu.memory_bandwidth * model.hw.gpu.efficiency.memory
     )
@@ -158,7 +163,7 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     return best_plan(shards, model, caps)
 
 
-def relax(items: list[Shard], model: CostModel, caps: Capacities, cost_of=proxy_s) -> np.ndarray:
+def relax(items: list[Shard], model: CostModel, caps: Capacities) -> np.ndarray:
     """Step 1: hot rows with every GPU's HBM and every host's tiers pooled; returns each shard's
     additive cost (their sum / GPUs is a lower bound on the most loaded GPU's)."""
     w, gpn = model.num_gpus, model.gpus_per_node
@@ -175,7 +180,7 @@ def relax(items: list[Shard], model: CostModel, caps: Capacities, cost_of=proxy_
     hosts = w // gpn
     pooled = Capacities(caps.hbm_bytes_per_gpu * w, {t: c * hosts for t, c in caps.host_tier_bytes.items()})
     place_rest(items, fill(items, [0] * len(items), pooled.hbm_bytes_per_gpu, model, first_slow), model, pooled, -1)
-    return np.array([cost_of(model, s) for s in items])
+    return np.array([proxy_s(model, s) for s in items])
 
 
 def snapshot(items) -> list:
