@@ -236,11 +236,13 @@ def tier(items: list[Shard], model: CostModel, caps: Capacities, hosts: list[int
     """Each GPU keeps its own shards' most valuable rows in its HBM; each host fills its tiers."""
     gpn = model.gpus_per_node
     first_slow = next(iter(caps.host_tier_bytes), None)
+    on_rank: dict[int, list[Shard]] = {}  # in the order of items
+    for s in items:
+        on_rank.setdefault(s.rank, []).append(s)
     for host in range(model.num_gpus // gpn) if hosts is None else hosts:
-        on_host = [s for s in items if s.rank // gpn == host]
         hot = []
         for g in range(host * gpn, (host + 1) * gpn):
-            mine = [s for s in on_host if s.rank == g]
+            mine = on_rank.get(g, [])
             hot += list(zip(mine, fill(mine, [0] * len(mine), caps.hbm_bytes_per_gpu, model, first_slow)))
         place_rest([s for s, _ in hot], [h for _, h in hot], model, caps, host)
 
@@ -260,13 +262,9 @@ def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn
     for idx in sorted(groups.values(), key=order):
         ranks = np.array([items[i].index for i in idx])
         host_load = load.reshape(-1, gpn).sum(axis=1)
-        fits = np.array(
-            [
-                (hbm_used[h * gpn + ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all()
-                and host_used[h] + slow_b[idx].sum() <= host_cap
-                for h in range(len(host_used))
-            ]
-        )
+        # per host: its GPU k holds shard k's hot rows in HBM, the host's tiers the rest
+        hbm_fits = (hbm_used.reshape(-1, gpn)[:, ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all(axis=1)
+        fits = hbm_fits & (host_used + slow_b[idx].sum() <= host_cap)
         if rule == "cost" and fits.any():
             host = int(np.argmin(np.where(fits, host_load, np.inf)))
         else:
