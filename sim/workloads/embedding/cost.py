@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -70,9 +70,15 @@ class Shard:
     cache_rows: int = 0
     host: int | None = None  # table-row-wise: the host holding all shards of the table
     dram_cache_rows: dict[str, int] = field(default_factory=dict)  # scm/ssd tier -> its rows cached in host DRAM
+    law: InitVar[ZipfRows | None] = None  # its access law where the caller has it (shards of equal rows share one)
 
-    def __post_init__(self) -> None:
-        self.dist = ZipfRows(self.rows, self.table.zipf_alpha)
+    def __post_init__(self, law: ZipfRows | None) -> None:
+        """`dist`: the Zipf law of accesses over the shard's rows (the table's skew)."""
+        if law is None:
+            law = ZipfRows(self.rows, self.table.zipf_alpha)
+        elif (law.rows, law.alpha) != (max(1, int(self.rows)), float(self.table.zipf_alpha)):
+            raise ValueError(f"shard {self.name}: its law is over {law.rows} rows at alpha {law.alpha}")
+        self.dist = law
 
     @property
     def name(self) -> str:

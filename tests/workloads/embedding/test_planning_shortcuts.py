@@ -3,6 +3,7 @@
 - The cost model keeps each shard's mean traffic, region shares and recshard's additive cost per
   shard key (CostModel.per_shard): a kept value must equal a fresh model's, follow the shard when
   its rows move, and never stand in for a sampled iteration's traffic.
+- make_shards gives shards of equal rows one access law (ZipfRows): the one each would build.
 
 Small clusters (tests/workloads/embedding/test_embedding.py's 2 hosts x 2 GPUs) keep these fast.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
+from sim.memory.tiers import ZipfRows
 from sim.scenario.model import scenario_from_dict
-from sim.workloads.embedding.cost import CostModel
+from sim.workloads.embedding.cost import CostModel, Shard
 from sim.workloads.embedding.recshard import _proxy_s, proxy_s
 from tests.workloads.embedding.test_embedding import BIG, SMALL, W, plan_of, scenario
 
@@ -98,3 +101,16 @@ def test_a_sampled_iterations_traffic_is_not_kept(planned):
     assert one == two and one is not two
     assert model.traffic(s, 123.0, counts) != model.traffic(s)
     assert model.traffic(s, s.lookups) is not model.traffic(s) and model.traffic(s, s.lookups) == model.traffic(s)
+
+
+def test_shards_of_equal_rows_share_their_access_law(planned):
+    """make_shards gives shards of equal rows and skew one ZipfRows: the law they would each build."""
+    _, _, plan = planned[0]
+    big = [s for s in plan.shards if s.table.name == "big"]
+    assert big[1].rows == big[2].rows and big[1].dist is big[2].dist
+    for s in plan.shards:
+        own = ZipfRows(s.rows, s.table.zipf_alpha)
+        assert (s.dist.rows, s.dist.alpha, s.dist.norm) == (own.rows, own.alpha, own.norm)
+        assert np.array_equal(s.dist._head_cum, own._head_cum)
+    with pytest.raises(ValueError, match="law"):
+        Shard(big[0].table, "row_wise", 0, 4, big[0].rows + 1, 128, 1.0, law=big[0].dist)
