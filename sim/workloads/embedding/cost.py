@@ -390,11 +390,16 @@ def dram_cache_hit_rate(shards: list[Shard], model: CostModel) -> float:
 
 
 def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np.ndarray]:
-    """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
+    """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward.
+
+    A shard's owner o gets the same index bytes from every rank and sends the same pooled bytes to
+    every rank, more to its own host's ranks where the shard is table-row-wise; so each owner's
+    column of `index` and row of `pooled` are per-owner sums (added shard by shard, in order)."""
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     b = cfg.batch_size_per_gpu
-    index = np.zeros((w, w))
-    pooled = np.zeros((w, w))
+    index_in = [0.0] * w  # per owner: bytes from each rank
+    pooled_out = [0.0] * w  # per owner: bytes to each rank of another host
+    pooled_local = [0.0] * w  # per owner: bytes to each rank of its own host
     for s in shards:
         if s.scheme == "data_parallel":
             continue
@@ -403,14 +408,17 @@ def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np
         inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
         o = s.rank
         share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
-        index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
+        index_in[o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
         if s.scheme in ("table_wise", "column_wise", "row_wise"):
-            pooled[o, :] += b * s.dim * pe  # row-wise: partial sums, reduced at the receiver
+            to_each = b * s.dim * pe  # row-wise: partial sums, reduced at the receiver
         else:  # table-row-wise: reduce-scatter in the host, then a2a
-            host = o // gpn
-            local = np.arange(host * gpn, (host + 1) * gpn)
-            pooled[o, local] += b * w / gpn * s.dim * pe
-            pooled[o, :] += b / gpn * s.dim * pe
+            pooled_local[o] += b * w / gpn * s.dim * pe
+            to_each = b / gpn * s.dim * pe
+        pooled_local[o] += to_each
+        pooled_out[o] += to_each
+    host = np.arange(w) // gpn
+    index = np.repeat(np.array(index_in)[None, :], w, axis=0)
+    pooled = np.where(host[:, None] == host[None, :], np.array(pooled_local)[:, None], np.array(pooled_out)[:, None])
     np.fill_diagonal(index, 0.0)
     np.fill_diagonal(pooled, 0.0)
     return index, pooled
@@ -423,45 +431,38 @@ def a2a_flows(
 
     `pxn`: intra-host flows i->j carry i's data for rank j and for rank j's rail peers on other
     hosts; inter-host flows go rail to rail (A/g_j -> B/g_j) with everything host A has for B/g_j.
-    The first source rank of a PXN rail flow is -1-host (it waits for the whole host)."""
-    w = len(devices)
-    flows = []
-    if algorithm == "direct" or w <= gpus_per_node:
-        for i, j in zip(*np.nonzero(matrix)):
-            flows.append((devices[i], devices[j], float(matrix[i, j]), int(i), int(j)))
-        return flows
-    hosts = w // gpus_per_node
-    m = matrix.reshape(hosts, gpus_per_node, hosts, gpus_per_node)
+    The first source rank of a PXN rail flow is -1-host (it waits for the whole host).
+    Flows come source host by source host: its intra-host flows (i, j), then its rail flows (B, j)."""
+    w, gpn = len(devices), gpus_per_node
+    if algorithm == "direct" or w <= gpn:
+        src, dst = np.nonzero(matrix)
+        return _flow_tuples(devices, src, dst, matrix[src, dst], src)
+    hosts = w // gpn
+    m = matrix.reshape(hosts, gpn, hosts, gpn)
+    off_diagonal = ~np.eye(gpn, dtype=bool)
+    flows: list[tuple[str, str, float, int, int]] = []
     for a in range(hosts):
         intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]  # [i, j]: to j and j's rail
-        for i in range(gpus_per_node):
-            for j in range(gpus_per_node):
-                if i != j and intra[i, j] > 0:
-                    flows.append(
-                        (
-                            devices[a * gpus_per_node + i],
-                            devices[a * gpus_per_node + j],
-                            float(intra[i, j]),
-                            a * gpus_per_node + i,
-                            a * gpus_per_node + j,
-                        )
-                    )
+        i, j = np.nonzero((intra > 0) & off_diagonal)
+        flows += _flow_tuples(devices, a * gpn + i, a * gpn + j, intra[i, j], a * gpn + i)
         rail = m[a].sum(axis=0)  # [host b, j]
-        for bh in range(hosts):
-            if bh == a:
-                continue
-            for j in range(gpus_per_node):
-                if rail[bh, j] > 0:
-                    flows.append(
-                        (
-                            devices[a * gpus_per_node + j],
-                            devices[bh * gpus_per_node + j],
-                            float(rail[bh, j]),
-                            -1 - a,
-                            bh * gpus_per_node + j,
-                        )
-                    )
+        rail[a] = 0.0  # its own host: the intra-host flows
+        b, j = np.nonzero(rail > 0)
+        flows += _flow_tuples(devices, a * gpn + j, b * gpn + j, rail[b, j], np.full(len(j), -1 - a))
     return flows
+
+
+def _flow_tuples(devices: list[str], src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, first: np.ndarray) -> list:
+    """(src node, dst node, bytes, first source rank, dst rank) per entry of the rank arrays."""
+    return list(
+        zip(
+            [devices[r] for r in src.tolist()],
+            [devices[r] for r in dst.tolist()],
+            nbytes.tolist(),
+            first.tolist(),
+            dst.tolist(),
+        )
+    )
 
 
 def a2a_estimate_s(network, flows) -> float:

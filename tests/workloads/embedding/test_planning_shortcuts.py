@@ -4,6 +4,8 @@
   shard key (CostModel.per_shard): a kept value must equal a fresh model's, follow the shard when
   its rows move, and never stand in for a sampled iteration's traffic.
 - make_shards gives shards of equal rows one access law (ZipfRows): the one each would build.
+- `comm_matrices` sums per owner and `a2a_flows` picks flows with numpy: both must equal the
+  shard-by-shard and pair-by-pair forms they replace (kept below as the reference).
 
 Small clusters (tests/workloads/embedding/test_embedding.py's 2 hosts x 2 GPUs) keep these fast.
 """
@@ -16,8 +18,9 @@ import numpy as np
 import pytest
 
 from sim.memory.tiers import ZipfRows
+from sim.models.dlrm import Table
 from sim.scenario.model import scenario_from_dict
-from sim.workloads.embedding.cost import CostModel, Shard
+from sim.workloads.embedding.cost import LENGTH_BYTES, CostModel, Shard, a2a_flows, comm_matrices
 from sim.workloads.embedding.recshard import _proxy_s, proxy_s
 from tests.workloads.embedding.test_embedding import BIG, SMALL, W, plan_of, scenario
 
@@ -114,3 +117,103 @@ def test_shards_of_equal_rows_share_their_access_law(planned):
         assert np.array_equal(s.dist._head_cum, own._head_cum)
     with pytest.raises(ValueError, match="law"):
         Shard(big[0].table, "row_wise", 0, 4, big[0].rows + 1, 128, 1.0, law=big[0].dist)
+
+
+# ---- all-to-all matrices and flows against their loop forms ------------------------------------------
+
+
+def comm_matrices_reference(shards, model):
+    """cost.comm_matrices shard by shard, each into its owner's column and row (the form it replaced)."""
+    cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
+    b = cfg.batch_size_per_gpu
+    index, pooled = np.zeros((w, w)), np.zeros((w, w))
+    for s in shards:
+        if s.scheme == "data_parallel":
+            continue
+        d = model.dedup(s.table)
+        pe = model.pooled_bytes / model.pooled_dedup(s.table)
+        inverse = b * LENGTH_BYTES if d > 1 else 0.0
+        o = s.rank
+        share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
+        index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
+        if s.scheme in ("table_wise", "column_wise", "row_wise"):
+            pooled[o, :] += b * s.dim * pe
+        else:
+            host = o // gpn
+            local = np.arange(host * gpn, (host + 1) * gpn)
+            pooled[o, local] += b * w / gpn * s.dim * pe
+            pooled[o, :] += b / gpn * s.dim * pe
+    np.fill_diagonal(index, 0.0)
+    np.fill_diagonal(pooled, 0.0)
+    return index, pooled
+
+
+def a2a_flows_reference(matrix, devices, gpn, algorithm):
+    """cost.a2a_flows pair by pair (the form it replaced)."""
+    w, flows = len(devices), []
+    if algorithm == "direct" or w <= gpn:
+        return [(devices[i], devices[j], float(matrix[i, j]), int(i), int(j)) for i, j in zip(*np.nonzero(matrix))]
+    hosts = w // gpn
+    m = matrix.reshape(hosts, gpn, hosts, gpn)
+    for a in range(hosts):
+        intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]
+        for i in range(gpn):
+            for j in range(gpn):
+                if i != j and intra[i, j] > 0:
+                    flows.append(
+                        (devices[a * gpn + i], devices[a * gpn + j], float(intra[i, j]), a * gpn + i, a * gpn + j)
+                    )
+        rail = m[a].sum(axis=0)
+        for bh in range(hosts):
+            for j in range(gpn):
+                if bh != a and rail[bh, j] > 0:
+                    flows.append(
+                        (devices[a * gpn + j], devices[bh * gpn + j], float(rail[bh, j]), -1 - a, bh * gpn + j)
+                    )
+    return flows
+
+
+def random_shards(rng, w, gpn, n=60):
+    """Shards of every scheme on random ranks, tables with and without dedup, odd sizes."""
+    out = []
+    for k in range(n):
+        scheme = ["table_wise", "column_wise", "row_wise", "table_row_wise", "data_parallel"][k % 5]
+        table = Table(
+            name=f"t{k}",
+            rows=int(rng.integers(100, 10_000)),
+            dim=int(rng.choice([16, 48, 128])),
+            pooling=float(rng.uniform(1, 80)),
+            zipf_alpha=1.05,
+            dtype="fp16",
+            dedup=None if k % 3 else float(rng.uniform(1, 4)),
+        )
+        count = {"row_wise": w, "table_row_wise": gpn, "column_wise": 3}.get(scheme, 1)
+        rank = -1 if scheme == "data_parallel" else int(rng.integers(w))
+        for i in range(count):
+            r = i if scheme == "row_wise" else (rank // gpn * gpn + i if scheme == "table_row_wise" else rank)
+            out.append(Shard(table, scheme, i, count, table.rows, table.dim, 1.0, rank=r))
+    return out
+
+
+@pytest.mark.parametrize("dedup_pooled", [True, False])
+def test_comm_matrices_equal_the_shard_by_shard_sums(dedup_pooled):
+    sc = scenario_from_dict(scenario([SMALL], dedup=1.5, dedup_pooled=dedup_pooled))
+    model = CostModel(sc.hardware, sc.workload)
+    shards = random_shards(np.random.default_rng(3), W, model.gpus_per_node)
+    index, pooled = comm_matrices(shards, model)
+    ref_index, ref_pooled = comm_matrices_reference(shards, model)
+    assert np.array_equal(index, ref_index) and np.array_equal(pooled, ref_pooled)
+    assert index.sum() > 0 and pooled.sum() > 0
+
+
+@pytest.mark.parametrize("algorithm", ["pxn", "direct"])
+@pytest.mark.parametrize("hosts, gpn", [(1, 4), (3, 2), (4, 4)])
+def test_a2a_flows_equal_the_pair_by_pair_flows(algorithm, hosts, gpn):
+    rng = np.random.default_rng(hosts * 10 + gpn)
+    w = hosts * gpn
+    devices = [f"h{r // gpn}/g{r % gpn}" for r in range(w)]
+    for density in (0.0, 0.1, 0.5, 1.0):
+        m = rng.random((w, w)) * (rng.random((w, w)) < density) * 1e6
+        flows = a2a_flows(m, devices, gpn, algorithm)
+        assert flows == a2a_flows_reference(m, devices, gpn, algorithm)
+        assert all(type(f[2]) is float and type(f[3]) is int and type(f[4]) is int for f in flows)
