@@ -32,8 +32,9 @@ its HBM traffic (device roofline), its host-link traffic, and its host's share o
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import cast
+from collections.abc import Callable
+from dataclasses import InitVar, dataclass, field
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -46,6 +47,7 @@ PLACEMENT_TIER_KIND = {"uvm": "ddr", "uvm_cache": "ddr", "cxl": "cxl", "scm": "s
 CACHED_PLACEMENTS = ("scm", "ssd")  # the placements a host-DRAM cache (workload.dram_cache) sits in front of
 INDEX_BYTES = {"int32": 4, "int64": 8}
 LENGTH_BYTES = 4  # int32 lengths/offsets per sample and feature (TorchRec KJT)
+T = TypeVar("T")
 
 
 def optimizer_state_bytes(optimizer: str, dim: int) -> float:
@@ -68,9 +70,15 @@ class Shard:
     cache_rows: int = 0
     host: int | None = None  # table-row-wise: the host holding all shards of the table
     dram_cache_rows: dict[str, int] = field(default_factory=dict)  # scm/ssd tier -> its rows cached in host DRAM
+    law: InitVar[ZipfRows | None] = None  # its access law where the caller has it (shards of equal rows share one)
 
-    def __post_init__(self) -> None:
-        self.dist = ZipfRows(self.rows, self.table.zipf_alpha)
+    def __post_init__(self, law: ZipfRows | None) -> None:
+        """`dist`: the Zipf law of accesses over the shard's rows (the table's skew)."""
+        if law is None:
+            law = ZipfRows(self.rows, self.table.zipf_alpha)
+        elif (law.rows, law.alpha) != (max(1, int(self.rows)), float(self.table.zipf_alpha)):
+            raise ValueError(f"shard {self.name}: its law is over {law.rows} rows at alpha {law.alpha}")
+        self.dist = law
 
     @property
     def name(self) -> str:
@@ -135,6 +143,7 @@ class CostModel:
         self.cached_tiers = {
             self.tier_for(p) for p in config.placements if p in CACHED_PLACEMENTS and self.dram_tier is not None
         }
+        self._per_shard: dict[str, dict[tuple, Any]] = {}  # per_shard's values: name -> shard_key -> value
 
     # ---- sizes ---------------------------------------------------------------------------------
     def row_bytes(self, shard: Shard) -> float:
@@ -185,14 +194,54 @@ class CostModel:
                 lo += n
         return out
 
+    def shard_key(self, shard: Shard) -> tuple:
+        """What a shard's mean traffic, region shares and additive cost depend on: its table, scheme,
+        shape, lookups, access law and where its rows live (not its rank: shards with equal keys on
+        different GPUs cost the same). Planning re-evaluates the same shards many times over."""
+        return (
+            shard.table,
+            shard.scheme,
+            shard.count,
+            shard.rows,
+            shard.dim,
+            shard.lookups,
+            shard.dist.rows,
+            shard.dist.alpha,
+            shard.hbm_rows,
+            tuple(shard.tier_rows.items()),
+            shard.cache_rows,
+            tuple(shard.dram_cache_rows.items()),
+        )
+
+    def per_shard(self, name: str, shard: Shard, compute: Callable[[Shard], T]) -> T:
+        """`compute(shard)`, computed once per `shard_key` and kept under `name`: for values that
+        depend on nothing else (this model's hardware and config aside). The value is shared
+        between the calls: do not modify it."""
+        values = self._per_shard.setdefault(name, {})
+        key = self.shard_key(shard)
+        if key not in values:
+            values[key] = compute(shard)
+        return values[key]
+
     def region_shares(self, shard: Shard) -> list[tuple[str, float]]:
+        """(tier, share of the shard's lookups) per region of `regions` (kept: `per_shard`)."""
+        return self.per_shard("region_shares", shard, self._compute_region_shares)
+
+    def _compute_region_shares(self, shard: Shard) -> list[tuple[str, float]]:
         if shard.cache_rows:
             return [("hbm", 1.0)]
         return [(t, self.pinned.share(shard.dist, lo, hi)) for t, lo, hi in self.regions(shard)]
 
     def traffic(self, shard: Shard, lookups: float | None = None, region_lookups: list[float] | None = None) -> Traffic:
-        """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean."""
-        lookups = shard.lookups if lookups is None else lookups
+        """Accesses of one iteration; `region_lookups` (sampled counts per region) override the mean.
+
+        The mean traffic (neither `lookups` nor `region_lookups` given) is kept (`per_shard`): do not
+        modify it."""
+        if lookups is not None or region_lookups is not None:
+            return self._compute_traffic(shard, shard.lookups if lookups is None else lookups, region_lookups)
+        return self.per_shard("traffic", shard, lambda s: self._compute_traffic(s, s.lookups, None))
+
+    def _compute_traffic(self, shard: Shard, lookups: float, region_lookups: list[float] | None) -> Traffic:
         row, stored = self.row_bytes(shard), self.stored_row_bytes(shard)
         pooled_out = self._pooled_rows(shard) * shard.dim * shard.table.element_bytes
         fwd_extra = lookups * self.index_bytes + pooled_out
@@ -341,11 +390,16 @@ def dram_cache_hit_rate(shards: list[Shard], model: CostModel) -> float:
 
 
 def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np.ndarray]:
-    """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward."""
+    """(index bytes, pooled-embedding bytes): [src rank, dst rank] for one iteration's forward.
+
+    A shard's owner o gets the same index bytes from every rank and sends the same pooled bytes to
+    every rank, more to its own host's ranks where the shard is table-row-wise; so each owner's
+    column of `index` and row of `pooled` are per-owner sums (added shard by shard, in order)."""
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     b = cfg.batch_size_per_gpu
-    index = np.zeros((w, w))
-    pooled = np.zeros((w, w))
+    index_in = [0.0] * w  # per owner: bytes from each rank
+    pooled_out = [0.0] * w  # per owner: bytes to each rank of another host
+    pooled_local = [0.0] * w  # per owner: bytes to each rank of its own host
     for s in shards:
         if s.scheme == "data_parallel":
             continue
@@ -354,14 +408,17 @@ def comm_matrices(shards: list[Shard], model: CostModel) -> tuple[np.ndarray, np
         inverse = b * LENGTH_BYTES if d > 1 else 0.0  # RecD inverse indices, one per sample
         o = s.rank
         share = 1.0 / s.count if s.scheme in ("row_wise", "table_row_wise") else 1.0
-        index[:, o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
+        index_in[o] += b * (s.table.pooling / d * share * model.index_bytes + LENGTH_BYTES) + inverse
         if s.scheme in ("table_wise", "column_wise", "row_wise"):
-            pooled[o, :] += b * s.dim * pe  # row-wise: partial sums, reduced at the receiver
+            to_each = b * s.dim * pe  # row-wise: partial sums, reduced at the receiver
         else:  # table-row-wise: reduce-scatter in the host, then a2a
-            host = o // gpn
-            local = np.arange(host * gpn, (host + 1) * gpn)
-            pooled[o, local] += b * w / gpn * s.dim * pe
-            pooled[o, :] += b / gpn * s.dim * pe
+            pooled_local[o] += b * w / gpn * s.dim * pe
+            to_each = b / gpn * s.dim * pe
+        pooled_local[o] += to_each
+        pooled_out[o] += to_each
+    host = np.arange(w) // gpn
+    index = np.repeat(np.array(index_in)[None, :], w, axis=0)
+    pooled = np.where(host[:, None] == host[None, :], np.array(pooled_local)[:, None], np.array(pooled_out)[:, None])
     np.fill_diagonal(index, 0.0)
     np.fill_diagonal(pooled, 0.0)
     return index, pooled
@@ -374,45 +431,38 @@ def a2a_flows(
 
     `pxn`: intra-host flows i->j carry i's data for rank j and for rank j's rail peers on other
     hosts; inter-host flows go rail to rail (A/g_j -> B/g_j) with everything host A has for B/g_j.
-    The first source rank of a PXN rail flow is -1-host (it waits for the whole host)."""
-    w = len(devices)
-    flows = []
-    if algorithm == "direct" or w <= gpus_per_node:
-        for i, j in zip(*np.nonzero(matrix)):
-            flows.append((devices[i], devices[j], float(matrix[i, j]), int(i), int(j)))
-        return flows
-    hosts = w // gpus_per_node
-    m = matrix.reshape(hosts, gpus_per_node, hosts, gpus_per_node)
+    The first source rank of a PXN rail flow is -1-host (it waits for the whole host).
+    Flows come source host by source host: its intra-host flows (i, j), then its rail flows (B, j)."""
+    w, gpn = len(devices), gpus_per_node
+    if algorithm == "direct" or w <= gpn:
+        src, dst = np.nonzero(matrix)
+        return _flow_tuples(devices, src, dst, matrix[src, dst], src)
+    hosts = w // gpn
+    m = matrix.reshape(hosts, gpn, hosts, gpn)
+    off_diagonal = ~np.eye(gpn, dtype=bool)
+    flows: list[tuple[str, str, float, int, int]] = []
     for a in range(hosts):
         intra = m[a, :, a, :] + m[a, :, :, :].sum(axis=1) - m[a, :, a, :]  # [i, j]: to j and j's rail
-        for i in range(gpus_per_node):
-            for j in range(gpus_per_node):
-                if i != j and intra[i, j] > 0:
-                    flows.append(
-                        (
-                            devices[a * gpus_per_node + i],
-                            devices[a * gpus_per_node + j],
-                            float(intra[i, j]),
-                            a * gpus_per_node + i,
-                            a * gpus_per_node + j,
-                        )
-                    )
+        i, j = np.nonzero((intra > 0) & off_diagonal)
+        flows += _flow_tuples(devices, a * gpn + i, a * gpn + j, intra[i, j], a * gpn + i)
         rail = m[a].sum(axis=0)  # [host b, j]
-        for bh in range(hosts):
-            if bh == a:
-                continue
-            for j in range(gpus_per_node):
-                if rail[bh, j] > 0:
-                    flows.append(
-                        (
-                            devices[a * gpus_per_node + j],
-                            devices[bh * gpus_per_node + j],
-                            float(rail[bh, j]),
-                            -1 - a,
-                            bh * gpus_per_node + j,
-                        )
-                    )
+        rail[a] = 0.0  # its own host: the intra-host flows
+        b, j = np.nonzero(rail > 0)
+        flows += _flow_tuples(devices, a * gpn + j, b * gpn + j, rail[b, j], np.full(len(j), -1 - a))
     return flows
+
+
+def _flow_tuples(devices: list[str], src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, first: np.ndarray) -> list:
+    """(src node, dst node, bytes, first source rank, dst rank) per entry of the rank arrays."""
+    return list(
+        zip(
+            [devices[r] for r in src.tolist()],
+            [devices[r] for r in dst.tolist()],
+            nbytes.tolist(),
+            first.tolist(),
+            dst.tolist(),
+        )
+    )
 
 
 def a2a_estimate_s(network, flows) -> float:

@@ -65,8 +65,7 @@ class IterationScore:
             if self.w > 1 and nbytes > 0:
                 _, steps = choose(network, "all_reduce", "auto", nodes, nbytes)
                 self.allreduce += estimate_s(network, steps)
-        self._features: dict[tuple, np.ndarray] = {}  # per table, shard shape and split
-        self._traffic: dict[tuple, object] = {}
+        self._features: dict[tuple, np.ndarray] = {}  # per model.shard_key: table, shard shape and split
         self.base = np.zeros((self.w, self.num_features))
         for s in dp_shards:
             self.base += self.features(s)
@@ -77,29 +76,16 @@ class IterationScore:
     def num_features(self) -> int:
         return 2 * (2 + 2 * len(self.tiers))
 
-    def traffic(self, s: Shard):
-        """model.traffic(s), kept per table, shard shape and split (planning asks for it again and again)."""
-        key = (s.table.name, s.scheme, s.rows, s.dim, s.lookups, s.hbm_rows, tuple(s.tier_rows.items()), s.cache_rows)
-        if key not in self._traffic:
-            self._traffic[key] = self.model.traffic(s)
-        return self._traffic[key]
-
-    def proxy_s(self, model: CostModel, s: Shard) -> float:
-        """recshard's additive cost of a shard (recshard.proxy_s) from the kept traffic."""
-        from sim.workloads.embedding.recshard import proxy_s
-
-        return proxy_s(model, s, self.traffic(s))
-
     def features(self, s: Shard) -> np.ndarray:
         """Per phase: [HBM streamed, HBM gathered, bytes read per tier..., bytes written per tier...]."""
-        key = (s.table.name, s.scheme, s.rows, s.dim, s.lookups, s.hbm_rows, tuple(s.tier_rows.items()), s.cache_rows)
+        key = self.model.shard_key(s)
         if key not in self._features:
             self._features[key] = self._compute_features(s)
         return self._features[key]
 
     def _compute_features(self, s: Shard) -> np.ndarray:
         model, k = self.model, len(self.tiers)
-        tr = self.traffic(s)
+        tr = model.traffic(s)  # kept by the model per shard key
         out = np.zeros(self.num_features)
         for p, (accesses, extra) in enumerate(((tr.fwd, tr.fwd_hbm_extra_bytes), (tr.bwd, tr.bwd_hbm_extra_bytes))):
             o = p * (2 + 2 * k)

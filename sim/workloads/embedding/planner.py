@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.errors import ScenarioError
+from sim.memory.tiers import ZipfRows
 from sim.models.dlrm import Table
 from sim.workloads.embedding.cost import CostModel, Shard
 
@@ -100,6 +101,14 @@ def make_shards(
 ) -> list[Shard]:
     cfg, w, gpn = model.cfg, model.num_gpus, model.gpus_per_node
     shards: list[Shard] = []
+    laws: dict[tuple[int, float], ZipfRows] = {}  # shards of equal rows and skew share one access law
+
+    def shard(t: Table, scheme: str, k: int, n: int, rows: int, dim: int, lookups: float, **placed) -> Shard:
+        key = (int(rows), t.zipf_alpha)
+        if key not in laws:
+            laws[key] = ZipfRows(rows, t.zipf_alpha)
+        return Shard(t, scheme, k, n, rows, dim, lookups, **placed, law=laws[key])
+
     for t in tables:
         lookups_per_sample = 1.0 / model.dedup(t)
         stored = t.rows * (t.row_bytes + model.state_bytes_for(t.dim))
@@ -107,7 +116,7 @@ def make_shards(
         lookups = cfg.batch_size_per_gpu * w * t.pooling * lookups_per_sample
         if scheme == "data_parallel":
             shards.append(
-                Shard(
+                shard(
                     t,
                     scheme,
                     0,
@@ -124,7 +133,7 @@ def make_shards(
             edges = np.linspace(0, t.rows, n + 1).round().astype(int)
             for k in range(n):
                 shards.append(
-                    Shard(
+                    shard(
                         t,
                         scheme,
                         k,
@@ -138,9 +147,9 @@ def make_shards(
         elif scheme == "column_wise":
             n = max(1, math.ceil(t.dim / cfg.sharding.column_shard_dim))
             dims = np.diff(np.linspace(0, t.dim, n + 1).round().astype(int))
-            shards += [Shard(t, scheme, k, n, t.rows, int(dims[k]), lookups) for k in range(n)]
+            shards += [shard(t, scheme, k, n, t.rows, int(dims[k]), lookups) for k in range(n)]
         else:
-            shards.append(Shard(t, scheme, 0, 1, t.rows, t.dim, lookups))
+            shards.append(shard(t, scheme, 0, 1, t.rows, t.dim, lookups))
     return shards
 
 

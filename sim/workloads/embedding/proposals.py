@@ -77,15 +77,15 @@ def best_plan(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
         if best is None or value < best[0] * (1 - 1e-9) or (value <= best[0] * (1 + 1e-9) and k < best[-1]):
             best = (value, state, lower_bound, milp, k)
     value, state, lower_bound, milp, k = best
-    return _plan(variants[k], model, caps, state, lower_bound, milp, value, score.proxy_s)
+    return _plan(variants[k], model, caps, state, lower_bound, milp, value)
 
 
-def _plan(variant, model: CostModel, caps: Capacities, state, lower_bound: float, milp, value, cost_of=proxy_s) -> Plan:
+def _plan(variant, model: CostModel, caps: Capacities, state, lower_bound: float, milp, value) -> Plan:
     items = [s for s in variant if s.scheme != "data_parallel"]
     restore(items, state)
     load = np.zeros(model.num_gpus)
     for s in items:
-        load[s.rank] += cost_of(model, s)
+        load[s.rank] += proxy_s(model, s)
     final_max = float(load.max())
     gap = float(max(0.0, 1 - lower_bound / final_max)) if final_max > 0 else 0.0
     plan = Plan("recshard", variant, caps, labels(model), lower_bound, final_max, gap)
@@ -116,7 +116,7 @@ def _start(shards: list[Shard], model: CostModel, caps: Capacities, score: Itera
     """(estimate, state, lower bound, MILP result) of the best pinning rule for one scheme rule,
     balanced with the relaxation's hot-row splits or, where those overfill a GPU, tiered exactly."""
     items = [s for s in shards if s.scheme != "data_parallel"]
-    cost = relax(items, model, caps, score.proxy_s)
+    cost = relax(items, model, caps)
     lower_bound = float(cost.sum() / model.num_gpus)
     relaxed = snapshot(items)
     host_cap = caps.host_tier_bytes

@@ -61,10 +61,15 @@ def comm_proxy_s(model: CostModel, s: Shard) -> float:
     return (index + 2 * pooled) * per_byte
 
 
-def proxy_s(model: CostModel, s: Shard, traffic=None) -> float:
+def proxy_s(model: CostModel, s: Shard) -> float:
     """Additive cost of a shard: its accesses at uncontended per-access times, plus its all-to-all
-    (`traffic`: its model.traffic(s), where the caller has it)."""
-    tr = model.traffic(s) if traffic is None else traffic
+    (kept per shard by the model: the balancing asks for the same shards again and again)."""
+    return model.per_shard("proxy_s", s, lambda s: _proxy_s(model, s))
+
+
+def _proxy_s(model: CostModel, s: Shard) -> float:
+    """proxy_s, computed."""
+    tr = model.traffic(s)
     t = (tr.fwd_hbm_extra_bytes + tr.bwd_hbm_extra_bytes) / (
         model.hw.gpu.memory_bandwidth * model.hw.gpu.efficiency.memory
     )
@@ -158,7 +163,7 @@ def recshard(shards: list[Shard], model: CostModel, caps: Capacities) -> Plan:
     return best_plan(shards, model, caps)
 
 
-def relax(items: list[Shard], model: CostModel, caps: Capacities, cost_of=proxy_s) -> np.ndarray:
+def relax(items: list[Shard], model: CostModel, caps: Capacities) -> np.ndarray:
     """Step 1: hot rows with every GPU's HBM and every host's tiers pooled; returns each shard's
     additive cost (their sum / GPUs is a lower bound on the most loaded GPU's)."""
     w, gpn = model.num_gpus, model.gpus_per_node
@@ -175,7 +180,7 @@ def relax(items: list[Shard], model: CostModel, caps: Capacities, cost_of=proxy_
     hosts = w // gpn
     pooled = Capacities(caps.hbm_bytes_per_gpu * w, {t: c * hosts for t, c in caps.host_tier_bytes.items()})
     place_rest(items, fill(items, [0] * len(items), pooled.hbm_bytes_per_gpu, model, first_slow), model, pooled, -1)
-    return np.array([cost_of(model, s) for s in items])
+    return np.array([proxy_s(model, s) for s in items])
 
 
 def snapshot(items) -> list:
@@ -231,11 +236,13 @@ def tier(items: list[Shard], model: CostModel, caps: Capacities, hosts: list[int
     """Each GPU keeps its own shards' most valuable rows in its HBM; each host fills its tiers."""
     gpn = model.gpus_per_node
     first_slow = next(iter(caps.host_tier_bytes), None)
+    on_rank: dict[int, list[Shard]] = {}  # in the order of items
+    for s in items:
+        on_rank.setdefault(s.rank, []).append(s)
     for host in range(model.num_gpus // gpn) if hosts is None else hosts:
-        on_host = [s for s in items if s.rank // gpn == host]
         hot = []
         for g in range(host * gpn, (host + 1) * gpn):
-            mine = [s for s in on_host if s.rank == g]
+            mine = on_rank.get(g, [])
             hot += list(zip(mine, fill(mine, [0] * len(mine), caps.hbm_bytes_per_gpu, model, first_slow)))
         place_rest([s for s, _ in hot], [h for _, h in hot], model, caps, host)
 
@@ -255,13 +262,9 @@ def _pin_groups(items, cost, hbm_b, slow_b, load, hbm_used, host_used, caps, gpn
     for idx in sorted(groups.values(), key=order):
         ranks = np.array([items[i].index for i in idx])
         host_load = load.reshape(-1, gpn).sum(axis=1)
-        fits = np.array(
-            [
-                (hbm_used[h * gpn + ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all()
-                and host_used[h] + slow_b[idx].sum() <= host_cap
-                for h in range(len(host_used))
-            ]
-        )
+        # per host: its GPU k holds shard k's hot rows in HBM, the host's tiers the rest
+        hbm_fits = (hbm_used.reshape(-1, gpn)[:, ranks] + hbm_b[idx] <= caps.hbm_bytes_per_gpu).all(axis=1)
+        fits = hbm_fits & (host_used + slow_b[idx].sum() <= host_cap)
         if rule == "cost" and fits.any():
             host = int(np.argmin(np.where(fits, host_load, np.inf)))
         else:
