@@ -108,7 +108,7 @@ def progressive_filling(
     which each link filled and froze flows. `compiled`: False fills in plain Python whatever the
     size (the same rates; for a caller whose fillings so far do not pay for loading numba)."""
     if len(link) <= _TINY or not compiled:
-        return _tiny_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
+        return _python_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
     from sim.network.filling_kernel import fill  # numba: imported when first needed
 
     rate = np.empty(n)
@@ -125,11 +125,12 @@ def progressive_filling(
     return rate
 
 
-def _tiny_filling(
+def _python_filling(
     row: list, link: list, weight: list, n: int, capacity: np.ndarray, link_level: np.ndarray | None
 ) -> np.ndarray:
-    """`progressive_filling` of a few entries in plain Python (numpy's cost per call would
-    dominate): the same operations in the same order, so the same rates to the last bit."""
+    """`progressive_filling` in plain Python, for a few entries (a compiled call's overhead would
+    dominate) or before a run has filled enough to pay for loading numba: the compiled kernel's
+    operations in the same order, so the same rates to the last bit."""
     count: dict[int, float] = {}
     entries: dict[int, int] = {}
     for l, w in zip(link, weight):

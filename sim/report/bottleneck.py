@@ -246,7 +246,7 @@ def _with_skeletons(spans: pd.DataFrame, skeletons: pd.DataFrame) -> pd.DataFram
             columns[col] = union_categoricals([_categorical(spans[col]), _categorical(skeletons[col])])
         else:
             columns[col] = np.concatenate([spans[col].to_numpy(), skeletons[col].to_numpy()])
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, copy=False)  # the columns are new: no copy into 2-D blocks
 
 
 def _categorical(values: pd.Series) -> pd.Categorical:
