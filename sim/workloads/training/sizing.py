@@ -21,6 +21,12 @@ EVENTS_PER_OP = 6.0  # a replayed forward/backward op (hold, p2p send, waits; me
 # 3.2e5 replayed collectives: ~1 event each once the kernels' 3 are counted)
 EVENTS_PER_REPLAYED_COLLECTIVE = 1.0
 TRAINING_CLASSES = 1  # assumption: replica equivalence classes on a regular fabric (+1 per straggler)
+# Training's events are lighter than the median run's (~55 us, EVENTS_PER_S in sim/scenario/estimate.py),
+# measured as `dcsim run --json` wall_s / events on a quiet 2-core machine: on the flow network 8.3, 9.4,
+# 12.1, 12.6 and 17 us (moviegen-1024, nemotron-1536, llama3-16K seq8k, mixtral-ep8, llama3-16K CP16
+# 128K; median 12.1 us), on the analytical network 25.7, 27 and 41 us (llama3-16K seq8k, llama3-16K CP16,
+# moviegen-1024; median 27 us).
+EVENT_COST = {"flow": 0.22, "analytical": 0.49}
 
 
 def training_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -68,6 +74,7 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
         peak_flows=groups * group + dp_flows / 2,
         kernels=kernels,
         spans=kernels + p2p_flows + dp_flows + groups * ops,
+        event_cost=EVENT_COST.get(network_model, 1.0),
     )
     est = Estimate(
         path="workload.iterations",
