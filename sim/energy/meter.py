@@ -54,6 +54,10 @@ from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 from sim.engine.open_intervals import OpenIntervals
 from sim.engine.replay import StepKey
 
+# merged intervals from which the per-device sweep runs compiled (sim/energy/sweep_kernel.py): below,
+# numpy's sort costs less than loading numba (~0.35 s), which a small run then never does
+COMPILED_SWEEP_MIN = 200_000
+
 FINE_BINS = 16384
 COARSE_BINS = 256
 IDLE_CATEGORIES = frozenset({"stall", "idle", "wait", "fault"})
@@ -562,6 +566,17 @@ def _device_segments(flat, counts, key_state, k_sel, s_sel, e_sel, comm_activity
     device = flat[np.repeat(ptr[k_sel], reps) + np.arange(int(reps.sum())) - first]
     state = key_state[np.repeat(k_sel, reps)]
     dev, s, e = union(device * 2 + state, np.repeat(s_sel, reps), np.repeat(e_sel, reps))
+    if len(dev) >= COMPILED_SWEEP_MIN:
+        from sim.energy.sweep_kernel import sweep  # numba: imported when first needed
+
+        return sweep(dev, s, e, float(comm_activity))
+    return _sweep(dev, s, e, comm_activity)
+
+
+def _sweep(dev: np.ndarray, s: np.ndarray, e: np.ndarray, comm_activity: float) -> tuple:
+    """(t0, t1, device, activity) of the busy segments of merged intervals (`dev` = device x 2 +
+    state, sorted by it then start, disjoint per dev), by sorting every start and end by device and
+    time (sim/energy/sweep_kernel.py merges each device's lists instead: the same segments)."""
     d, st = dev // 2, dev % 2
     # sweep-line per device: counters of open compute / comm intervals between events
     t = np.r_[s, e]
