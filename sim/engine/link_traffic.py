@@ -23,6 +23,9 @@ import numpy as np
 
 MIN_BIN_S = 2.0**-30  # ~1 ns: the initial bin width
 _PROFILES_MAX = 4096  # step profiles kept (bounded memory; a step seen again is profiled again)
+# amounts from which one `AdaptiveBins.spread` runs compiled (sim/engine/spread_kernel.py): below,
+# numpy costs less than loading numba (~0.35 s), which a small run then never does
+COMPILED_SPREAD_MIN = 20_000
 
 
 class AdaptiveBins:
@@ -67,6 +70,21 @@ class AdaptiveBins:
             rows, amounts, t0, t1 = rows[keep], amounts[keep], t0[keep], t1[keep]
         self.fit(float(t1.max()))
         w = self.width_s
+        if len(amounts) >= COMPILED_SPREAD_MIN:
+            from sim.engine.spread_kernel import spread  # numba: imported when first needed
+
+            contiguous = np.ascontiguousarray
+            spread(
+                self._direct.reshape(-1),
+                self._rate.reshape(-1),
+                self.bins,
+                float(w),
+                contiguous(rows),
+                contiguous(t0),
+                contiguous(t1),
+                contiguous(amounts),
+            )
+            return
         lo = np.minimum((t0 / w).astype(np.int64), self.bins - 1)
         hi = np.minimum((t1 / w).astype(np.int64), self.bins - 1)
         length = t1 - t0

@@ -1,0 +1,45 @@
+"""`AdaptiveBins.spread` (sim/engine/link_traffic.py) spreads amounts uniformly over intervals into
+time bins; calls with many amounts run compiled (sim/engine/spread_kernel.py). Both paths give the
+same bins to the last bit, and a spread keeps every amount (the bins sum to the amounts added)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim.engine.link_traffic as link_traffic
+from sim.engine.link_traffic import AdaptiveBins
+
+
+def random_amounts(seed: int, n: int, rows: int):
+    """Amounts over intervals: points, intervals inside one bin, across a few bins and across many,
+    zero amounts, and starts on bin edges."""
+    rng = np.random.default_rng(seed)
+    t0 = rng.choice([rng.uniform(0, 50), 0.0, 1.0, 2.5], n) * rng.uniform(0.5, 1.0, n)
+    span = rng.choice([0.0, 1e-9, 0.01, 0.7, 13.0], n)
+    amounts = rng.uniform(0, 5, n) * (rng.random(n) > 0.1)
+    return rng.integers(0, rows, n), t0, t0 + span, amounts
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_compiled_spread_fills_the_same_bins_as_numpy(seed, monkeypatch):
+    rows, t0, t1, amounts = random_amounts(seed, 3000, rows=7)
+    numpy_bins, compiled_bins = AdaptiveBins(7, 64), AdaptiveBins(7, 64)
+    for lo in range(0, 3000, 1000):  # three calls: the bins coarsen between them
+        part = slice(lo, lo + 1000)
+        monkeypatch.setattr(link_traffic, "COMPILED_SPREAD_MIN", 10**9)
+        numpy_bins.spread(rows[part], t0[part] * (1 + lo), t1[part] * (1 + lo), amounts[part])
+        monkeypatch.setattr(link_traffic, "COMPILED_SPREAD_MIN", 0)
+        compiled_bins.spread(rows[part], t0[part] * (1 + lo), t1[part] * (1 + lo), amounts[part])
+    assert compiled_bins.width_s == numpy_bins.width_s
+    assert compiled_bins._direct.tolist() == numpy_bins._direct.tolist()
+    assert compiled_bins._rate.tolist() == numpy_bins._rate.tolist()
+    assert compiled_bins.values().sum() == pytest.approx(amounts.sum(), rel=1e-9)
+
+
+def test_one_amount_over_three_bins_goes_to_each_in_proportion(monkeypatch):
+    """2.0 over [0.5, 3.5) with 1-second bins: 0.5 s in bin 0, whole bins 1 and 2, 0.5 s in bin 3."""
+    monkeypatch.setattr(link_traffic, "COMPILED_SPREAD_MIN", 0)
+    bins = AdaptiveBins(1, 8, width_s=1.0)
+    bins.spread([0], [0.5], [3.5], [3.0])
+    assert bins.values()[0].tolist() == [0.5, 1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.0]
