@@ -26,7 +26,7 @@ TRAINING_CLASSES = 1  # assumption: replica equivalence classes on a regular fab
 # 12.1, 12.6 and 17 us (moviegen-1024, nemotron-1536, llama3-16K seq8k, mixtral-ep8, llama3-16K CP16
 # 128K; median 12.1 us), on the analytical network 25.7, 27 and 41 us (llama3-16K seq8k, llama3-16K CP16,
 # moviegen-1024; median 27 us).
-EVENT_COST = {"flow": 0.22, "analytical": 0.49}
+EVENT_COST_BY_NETWORK = {"flow": 0.22, "analytical": 0.49}
 
 
 def training_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -74,7 +74,7 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
         peak_flows=groups * group + dp_flows / 2,
         kernels=kernels,
         spans=kernels + p2p_flows + dp_flows + groups * ops,
-        event_cost=EVENT_COST.get(network_model, 1.0),
+        event_cost=EVENT_COST_BY_NETWORK.get(network_model, 1.0),
     )
     est = Estimate(
         path="workload.iterations",

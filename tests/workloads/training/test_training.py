@@ -423,19 +423,19 @@ def test_on_the_flow_network_the_estimate_counts_replayed_collectives_as_one_eac
 
 
 def test_the_estimated_wall_time_weighs_trainings_light_events_by_network_model():
-    """Training's events cost less than the median run's (EVENT_COST, measured per network model), so
-    `dcsim check` puts the 16K-GPU CP16 run on the flow network near the ~50 s it takes on a 2-core
-    machine (~2.8 min when every event cost the median's) and its seq-8K sibling above the one-minute
-    warning (it takes ~1.5 min)."""
+    """Training's events cost less than the median run's (EVENT_COST_BY_NETWORK, measured per network
+    model), so `dcsim check` puts the 16K-GPU CP16 run on the flow network near the 50-60 s it takes
+    on a 2-core machine (~2.8 min when every event cost the median's) and its seq-8K sibling above
+    the one-minute warning (it takes ~1.5 min)."""
     from sim.scenario.estimate import EVENTS_PER_S, estimate, wall_time_s
     from sim.scenario.model import load_scenario
-    from sim.workloads.training.sizing import EVENT_COST
+    from sim.workloads.training.sizing import EVENT_COST_BY_NETWORK
 
     cp16 = estimate(load_scenario("scenarios/train-llama3-405b-16k-gpus-seq128k-cp16.yaml", ["network_model=flow"]))
-    assert cp16.event_cost == pytest.approx(EVENT_COST["flow"])
-    assert wall_time_s(cp16) == pytest.approx(cp16.events * EVENT_COST["flow"] / EVENTS_PER_S, rel=0.05)
+    assert cp16.event_cost == pytest.approx(EVENT_COST_BY_NETWORK["flow"])
+    assert wall_time_s(cp16) == pytest.approx(cp16.events * EVENT_COST_BY_NETWORK["flow"] / EVENTS_PER_S, rel=0.05)
     assert 25 < wall_time_s(cp16) < 100
     seq8k = estimate(load_scenario("scenarios/train-llama3-405b-16k-gpus-seq8k.yaml", ["network_model=flow"]))
     assert 60 < wall_time_s(seq8k) < 200
     analytical = estimate(load_scenario("scenarios/train-llama3-405b-16k-gpus-seq128k-cp16.yaml"))
-    assert analytical.event_cost == pytest.approx(EVENT_COST["analytical"])
+    assert analytical.event_cost == pytest.approx(EVENT_COST_BY_NETWORK["analytical"])
