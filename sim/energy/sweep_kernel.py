@@ -42,8 +42,7 @@ def sweep(key, start, end, comm_activity):  # pragma: no cover (compiled)
         a_ev, b_ev = 0, 0  # events taken per list: even = the interval's start, odd = its end
         n_a, n_b = 2 * (a_end - a), 2 * (b_end - b)
         computing, communicating = 0, 0
-        previous, level = 0.0, 0.0
-        first = True
+        previous, level = 0.0, 0.0  # level 0 until the first event: no segment before it
         while a_ev < n_a or b_ev < n_b:
             ta = (start[a + a_ev // 2] if a_ev % 2 == 0 else end[a + a_ev // 2]) if a_ev < n_a else np.inf
             tb = (start[b + b_ev // 2] if b_ev % 2 == 0 else end[b + b_ev // 2]) if b_ev < n_b else np.inf
@@ -55,10 +54,9 @@ def sweep(key, start, end, comm_activity):  # pragma: no cover (compiled)
                 t = tb
                 communicating += 1 if b_ev % 2 == 0 else -1
                 b_ev += 1
-            if not first and level > 0 and t > previous:
+            if level > 0 and t > previous:
                 t0[k], t1[k], device[k], activity[k] = previous, t, d, level
                 k += 1
-            first = False
             previous = t
             level = 1.0 if computing > 0 else (comm_activity if communicating > 0 else 0.0)
         i = b_end

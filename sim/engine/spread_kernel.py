@@ -25,25 +25,28 @@ def spread(direct, rate, bins, width, rows, t0, t1, amounts):  # pragma: no cove
     n = len(amounts)
     lo = np.empty(n, np.int64)
     hi = np.empty(n, np.int64)
-    point = np.empty(n, np.bool_)
+    point = np.empty(n, np.bool_)  # the whole amount in one bin
+    density = np.empty(n)  # amount per second of the others
     for i in range(n):
         lo[i] = min(np.int64(t0[i] / width), bins - 1)
         hi[i] = min(np.int64(t1[i] / width), bins - 1)
-        point[i] = hi[i] == lo[i] or t1[i] - t0[i] <= 0
+        length = t1[i] - t0[i]
+        point[i] = hi[i] == lo[i] or length <= 0
+        density[i] = 0.0 if point[i] else amounts[i] / length
     for i in range(n):
         if point[i]:
             direct[rows[i] * bins + lo[i]] += amounts[i]
     for i in range(n):
         if not point[i]:
-            first = amounts[i] / (t1[i] - t0[i]) * ((lo[i] + 1) * width - t0[i])
+            first = density[i] * ((lo[i] + 1) * width - t0[i])
             direct[rows[i] * bins + lo[i]] += first if first >= 0.0 else 0.0
     for i in range(n):
         if not point[i]:
-            last = amounts[i] / (t1[i] - t0[i]) * (t1[i] - hi[i] * width)
+            last = density[i] * (t1[i] - hi[i] * width)
             direct[rows[i] * bins + hi[i]] += last if last >= 0.0 else 0.0
     for i in range(n):
         if not point[i] and hi[i] - lo[i] > 1:
-            rate[rows[i] * (bins + 1) + lo[i] + 1] += amounts[i] / (t1[i] - t0[i]) * width
+            rate[rows[i] * (bins + 1) + lo[i] + 1] += density[i] * width
     for i in range(n):
         if not point[i] and hi[i] - lo[i] > 1:
-            rate[rows[i] * (bins + 1) + hi[i]] += -(amounts[i] / (t1[i] - t0[i]) * width)
+            rate[rows[i] * (bins + 1) + hi[i]] += -(density[i] * width)

@@ -6,9 +6,9 @@ level as numpy calls costs ~15 us of call overhead on arrays of every link, whic
 filling about a quarter of a 1,024-GPU embedding iteration. Compiled, a level costs the links the
 entries use and the entries still unfrozen.
 
-The kernel does the numpy path's floating-point operations in the same order, so its rates are the
-same to the last bit: a link's summed entries and a level's frozen entries are added in entry order
-(as `np.bincount`), remaining capacity and summed entries are reduced by a level's frozen sum once
+The kernel does the floating-point operations of the numpy path it replaced, and of the plain-Python
+path (`_python_filling`), in the same order, so its rates are the same to the last bit: a link's
+summed entries and a level's frozen entries are added in entry order, remaining capacity and summed entries are reduced by a level's frozen sum once
 per level (`remaining -= frozen_sum * level`, `count -= frozen_sum`), and a link's share is
 `max(remaining, 0) / count`. No fast-math: the compiler may not reassociate or fuse them.
 
