@@ -23,19 +23,31 @@ from sim.errors import ScenarioError, check_output_dir
 
 EXIT_USAGE = 2
 LONG_RUN_S = 60.0  # `dcsim run` warns before a run estimated to take longer than this
+SLOWEST_MACHINE = 4.0  # runs longer than LONG_RUN_S / this on the reference machine probe this one's speed
 
 
-def long_run_warning(scenario, est) -> str | None:
-    """One line for stderr when the estimated wall time of `scenario` (`est`: its Estimate; the figure
-    `dcsim check` prints, sim/scenario/estimate.py) exceeds LONG_RUN_S; on the flow network it
-    names the analytical one."""
+def long_run_warning(scenario, est, speed: float | None = None) -> str | None:
+    """One line for stderr when the estimated wall time of `scenario` on this machine (`est`: its
+    Estimate, the figure `dcsim check` prints, sim/scenario/estimate.py; `speed`: this machine's
+    relative to the reference machine, probed when None and the run could be long) exceeds
+    LONG_RUN_S; on the flow network it names the analytical one."""
     from hardware_models.units import format_duration
     from sim.scenario.estimate import wall_time_s
 
-    seconds = wall_time_s(est)
+    if speed is None:
+        if wall_time_s(est) <= LONG_RUN_S / SLOWEST_MACHINE:
+            return None  # short even on a machine 4x slower than the reference: no probe (start-up)
+        from sim.engine.speed_probe import speed_factor
+        from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
+
+        speed = speed_factor(REFERENCE_EVENTS_PER_S)
+    seconds = wall_time_s(est, speed)
     if seconds <= LONG_RUN_S:
         return None
-    text = f"dcsim: this run is estimated to take ~{format_duration(seconds)} of wall time (dcsim check shows why)"
+    text = (
+        f"dcsim: this run is estimated to take ~{format_duration(seconds)} of wall time on this machine "
+        "(dcsim check shows why)"
+    )
     if scenario.network_model == "flow":
         text += (
             "; network_model: analytical (--set network_model=analytical) prices communication in closed "
@@ -106,7 +118,10 @@ def cmd_check(args) -> int:
         f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
         f"network {scenario.network_model} ({hw.topology.kind})"
     )
-    for line in estimate_lines(est):
+    from sim.engine.speed_probe import speed_factor
+    from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
+
+    for line in estimate_lines(est, speed_factor(REFERENCE_EVENTS_PER_S)):
         print(line)
     return 0
 

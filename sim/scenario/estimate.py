@@ -15,7 +15,9 @@ layer plan, ...); this module adds what every run has:
   at once adding up.
 
 `wall_time_s` turns an estimate into seconds of wall time from rates measured on the shipped
-scenarios (see the constants); `dcsim check` prints it beside events and flows.
+scenarios (see the constants), on the machine they were measured on or, given its `speed` relative
+to that one (sim/engine/speed_probe.py: the engine's event rate here over `REFERENCE_EVENTS_PER_S`),
+on this one; `dcsim check` prints it beside events and flows, and `dcsim run` warns from it.
 
 `Limits` are what `run` refuses up front (memory, events, simulated flows); `enforce` raises a
 one-line ScenarioError with the estimate and the kind's hint (or "a smaller cluster" when the
@@ -39,6 +41,11 @@ GIB = 2.0**30
 # and in tiered_memory, whose epochs do numpy work per event). Building the cluster adds ~3 us per
 # directed link (the 16K-GPU clos3, 107K links: ~0.3 s). Good to a factor of a few, not better.
 EVENTS_PER_S = 1.8e4
+# The machine on which these constants are right (sim/engine/speed_probe.py scales estimates by the
+# probe's rate here over this): measured by benchmarks/estimate_calibration.py on a quiet 2-core Intel
+# Xeon VM, whose probe ran 1.34M events/s and whose runs of 5 s or more (7 shipped scenarios) took
+# 1/0.37 of their estimates in the median (0.23-0.51x): such a machine runs the probe at 1.34M / 0.37.
+REFERENCE_EVENTS_PER_S = 3.58e6
 BUILD_S_PER_LINK = 3e-6
 
 
@@ -106,16 +113,21 @@ def enforce(scenario, limits: Limits | None = DEFAULT_LIMITS) -> Estimate:
     return est
 
 
-def wall_time_s(est: Estimate) -> float:
+def wall_time_s(est: Estimate, speed: float = 1.0) -> float:
     """Seconds of wall time a run of this estimate takes, about (see EVENTS_PER_S; a kind whose
-    events are lighter or heavier than the median says so, `Estimate.event_cost`)."""
-    return est.events * est.event_cost / EVENTS_PER_S + est.links * BUILD_S_PER_LINK
+    events are lighter or heavier than the median says so, `Estimate.event_cost`), on a machine
+    `speed` times as fast as the one the rates were measured on (sim/engine/speed_probe.py)."""
+    return (est.events * est.event_cost / EVENTS_PER_S + est.links * BUILD_S_PER_LINK) / speed
 
 
-def estimate_lines(est: Estimate) -> list[str]:
-    """What `dcsim check` prints: the estimate with its wall time first."""
+def estimate_lines(est: Estimate, speed: float | None = None) -> list[str]:
+    """What `dcsim check` prints: the estimate with its wall time first (scaled to this machine when
+    its `speed` relative to the reference machine is given, and said so)."""
     first, *rest = est.lines()
-    return [f"estimate: ~{format_duration(wall_time_s(est))} wall time, {first.removeprefix('estimate: ')}", *rest]
+    wall = f"~{format_duration(wall_time_s(est, speed or 1.0))} wall time"
+    if speed is not None:
+        wall += f" on this machine (its engine runs {speed:.2g}x the reference machine's events/s)"
+    return [f"estimate: {wall}, {first.removeprefix('estimate: ')}", *rest]
 
 
 def topology_links(hw, pools=()) -> float:
