@@ -28,10 +28,6 @@ import numpy as np
 from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
-# Clocks holding this many pairs or more select a refill's pairs compiled (sim/network/pairs_kernel.py,
-# the same pairs in the same order); below, numpy, so a small run never loads numba (start-up).
-COMPILED_PAIRS_MIN = 20_000
-
 
 class BundleClocks:
     """Clocks indexed by bundle id (see the module docstring). Heaps may hold stale entries (of
@@ -128,10 +124,6 @@ class BundleClocks:
         in_region = np.zeros(self.state.size, dtype=bool)
         in_region[clocks] = True
         bundle, count = p.arrays["bundle"][: p.size], p.arrays["count"][: p.size]
-        if p.size >= COMPILED_PAIRS_MIN:
-            from sim.network.pairs_kernel import select_pairs  # numba: imported when first needed
-
-            return select_pairs(in_region, bundle, p.arrays["link"][: p.size], p.arrays["weight"][: p.size], count)
         sel = np.flatnonzero(np.take(in_region, bundle) & (count > 0))  # take: faster than [] here
         return np.take(p.arrays["bundle"], sel), np.take(p.arrays["link"], sel), np.take(p.arrays["weight"], sel)
 

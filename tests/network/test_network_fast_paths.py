@@ -359,12 +359,10 @@ def test_clock_members_join_heaps_laid_out_as_by_one_push_each():
     assert got == pytest.approx(pairs)
 
 
-def test_region_pairs_are_the_nonempty_pairs_of_the_regions_clocks_in_pair_order_either_path(monkeypatch):
+def test_region_pairs_are_the_nonempty_pairs_of_the_regions_clocks_in_pair_order():
     """A refill takes the pairs of the clocks in its region (`BundleClocks.region_pairs`): those of
-    these bundles still holding entries, in the order the pairs were made. Clocks with many pairs
-    select them compiled (sim/network/pairs_kernel.py): the same pairs, in the same order."""
-    import sim.network.flow_clocks as flow_clocks
-
+    these bundles still holding entries, in the order the pairs were made (the order in which the
+    refill sums their loads per link)."""
     rng = np.random.default_rng(3)
     clocks = BundleClocks(num_links=16)
     clocks.ensure(8)
@@ -376,14 +374,11 @@ def test_region_pairs_are_the_nonempty_pairs_of_the_regions_clocks_in_pair_order
     clocks.leave(bundles[gone], (np.arange(int(gone.sum())), link[gone], weight[gone]), lambda key, slot: True)
     p = clocks.pairs
     made = list(zip(*(p.arrays[k][: p.size].tolist() for k in ("bundle", "link", "weight", "count"))))
-    region = np.array([1, 4, 6])
     expected = [(b, l, w) for b, l, w, c in made if b in (1, 4, 6) and c > 0]
     assert 0 < len(expected) < len(made)
-    for threshold in (10**9, 0):  # numpy, then compiled
-        monkeypatch.setattr(flow_clocks, "COMPILED_PAIRS_MIN", threshold)
-        got = clocks.region_pairs(region)
-        assert [a.dtype.kind for a in got] == ["i", "i", "f"]
-        assert list(zip(*(a.tolist() for a in got))) == expected
+    got = clocks.region_pairs(np.array([1, 4, 6]))
+    assert [a.dtype.kind for a in got] == ["i", "i", "f"]
+    assert list(zip(*(a.tolist() for a in got))) == expected
 
 
 def test_rebuilt_clock_heaps_hold_each_bundles_members_sorted_by_key_and_slot():
