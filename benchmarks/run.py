@@ -12,7 +12,9 @@ yardstick), `dcsim --help`, `python -c "import sim.cli"` and the README's first 
 scenarios/allreduce-2x8-h100.yaml`), with their ratio to the yardstick; targets: `dcsim --help` at
 most 4x `import numpy`, the small scenario under 1 s (on a quiet machine; the ratio is less
 sensitive to load). Then, all runs in this one process: bare SimPy's and dcsim's engine events/s on
-a timeout loop, then per scenario the wall time, events processed,
+a timeout loop, the engine probe's rate and this machine's speed relative to the machine the
+wall-time estimates are calibrated on (sim/engine/speed_probe.py), then per scenario the wall time,
+events processed,
 events/s, the ratio to bare SimPy's events/s, the peak memory (resident set, reset before each
 scenario where Linux allows it, else the process's peak so far), issue 13's targets for it and
 whether they are met. Targets: events/s at least half of bare SimPy's and memory under 4 GiB for
@@ -199,6 +201,14 @@ def main() -> None:
         print()
     ceiling = timeout_loop_events_per_s()
     print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
+    from sim.engine.speed_probe import engine_events_per_s
+    from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
+
+    probe = engine_events_per_s()
+    print(
+        f"engine probe (sim/engine/speed_probe.py): {probe:,.0f} events/s, {probe / REFERENCE_EVENTS_PER_S:.2f} x the "
+        "machine the wall-time estimates are calibrated on (compare tables across machines by it)"
+    )
     from sim.engine.simulation import Simulation
 
     engine = timeout_loop_events_per_s(Simulation(seed=0).env)
