@@ -31,10 +31,7 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import simpy
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -53,20 +50,6 @@ MAX_MEMORY_MIB = 4096.0
 README_SCENARIO = "scenarios/allreduce-2x8-h100.yaml"  # the README's first command runs it
 # issue 26 start-up targets: (most x `import numpy`, most seconds) per command
 STARTUP_TARGETS = {"dcsim --help": (4.0, None), "dcsim run (README)": (None, 1.0)}
-
-
-def timeout_loop_events_per_s(env=None, n: int = 400_000) -> float:
-    """Events/s of one process yielding `n` timeouts on `env` (default: a bare SimPy environment)."""
-    env = simpy.Environment() if env is None else env
-
-    def ticker():
-        for _ in range(n):
-            yield env.timeout(1)
-
-    env.process(ticker())
-    start = time.perf_counter()
-    env.run()
-    return n / (time.perf_counter() - start)
 
 
 def reset_peak_rss() -> bool:
@@ -199,11 +182,11 @@ def main() -> None:
         print(header)
         startup_rows(args.startup_repeats)
         print()
-    ceiling = timeout_loop_events_per_s()
-    print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
-    from sim.engine.speed_probe import engine_events_per_s
+    from sim.engine.speed_probe import engine_events_per_s, timeout_loop_events_per_s
     from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
 
+    ceiling = timeout_loop_events_per_s(events=400_000)
+    print(f"bare SimPy timeout loop: {ceiling:,.0f} events/s")
     probe = engine_events_per_s()
     print(
         f"engine probe (sim/engine/speed_probe.py): {probe:,.0f} events/s, {probe / REFERENCE_EVENTS_PER_S:.2f} x the "
@@ -211,7 +194,7 @@ def main() -> None:
     )
     from sim.engine.simulation import Simulation
 
-    engine = timeout_loop_events_per_s(Simulation(seed=0).env)
+    engine = timeout_loop_events_per_s(Simulation(seed=0).env, events=400_000)
     print(
         f"dcsim engine, same loop: {engine:,.0f} events/s ({engine / ceiling:.2f} x SimPy: the engine's own "
         f"overhead; the scenarios below add their models' work per event)"

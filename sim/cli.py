@@ -32,15 +32,12 @@ def long_run_warning(scenario, est, speed: float | None = None) -> str | None:
     relative to the reference machine, probed when None and the run could be long) exceeds
     LONG_RUN_S; on the flow network it names the analytical one."""
     from hardware_models.units import format_duration
-    from sim.scenario.estimate import wall_time_s
+    from sim.scenario.estimate import machine_speed, wall_time_s
 
     if speed is None:
         if wall_time_s(est) <= LONG_RUN_S / SLOWEST_MACHINE:
             return None  # short even on a machine 4x slower than the reference: no probe (start-up)
-        from sim.engine.speed_probe import speed_factor
-        from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
-
-        speed = speed_factor(REFERENCE_EVENTS_PER_S)
+        speed = machine_speed()
     seconds = wall_time_s(est, speed)
     if seconds <= LONG_RUN_S:
         return None
@@ -108,7 +105,7 @@ def cmd_check(args) -> int:
 
     scenario = load_scenario(args.scenario, args.set)
     hw = scenario.hardware
-    from sim.scenario.estimate import enforce, estimate_lines
+    from sim.scenario.estimate import enforce, estimate_lines, machine_speed
 
     try:
         est = enforce(scenario)  # exit 2 with the estimate if `run` would refuse it
@@ -118,10 +115,7 @@ def cmd_check(args) -> int:
         f"{args.scenario}: ok — {scenario.kind} on {hw.nodes} x {hw.gpus_per_node} {hw.gpu.name}, "
         f"network {scenario.network_model} ({hw.topology.kind})"
     )
-    from sim.engine.speed_probe import speed_factor
-    from sim.scenario.estimate import REFERENCE_EVENTS_PER_S
-
-    for line in estimate_lines(est, speed_factor(REFERENCE_EVENTS_PER_S)):
+    for line in estimate_lines(est, machine_speed()):
         print(line)
     return 0
 

@@ -120,6 +120,13 @@ def wall_time_s(est: Estimate, speed: float = 1.0) -> float:
     return (est.events * est.event_cost / EVENTS_PER_S + est.links * BUILD_S_PER_LINK) / speed
 
 
+def machine_speed() -> float:
+    """This machine's speed relative to the one the constants are right on (probed now, ~0.1 s)."""
+    from sim.engine.speed_probe import speed_factor
+
+    return speed_factor(REFERENCE_EVENTS_PER_S)
+
+
 def estimate_lines(est: Estimate, speed: float | None = None) -> list[str]:
     """What `dcsim check` prints: the estimate with its wall time first (scaled to this machine when
     its `speed` relative to the reference machine is given, and said so)."""
