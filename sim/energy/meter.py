@@ -51,7 +51,7 @@ import pandas as pd
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
 from sim.engine.activity import SpanActivity, block_edges, union
 from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
-from sim.engine.open_intervals import OpenIntervals
+from sim.engine.open_intervals import JOIN_ABS, JOIN_REL, OpenIntervals
 from sim.engine.replay import StepKey
 
 # merged intervals from which the per-device sweep runs compiled (sim/energy/sweep_kernel.py): below,
@@ -102,7 +102,7 @@ class EnergyMeter:
         self.fine = AdaptiveBins(len(CLASSES), FINE_BINS)
         self.coarse = AdaptiveBins(len(self.inv.groups), COARSE_BINS)
         cls, grp, coef = self.inv.link_coefficients()
-        self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._flow_ends)
+        self.traffic = LinkTraffic([(cls, coef, self.fine), (grp, coef, self.coarse)], self._transfer_ends)
         self._devices = list(self.inv.device_index)
         self._device_row = {name: i for i, name in enumerate(self._devices)}  # name -> row, O(1) per flow
         # a transfer's GPUs communicate as one: per GPU set (a transfer's senders and receivers) one
@@ -120,25 +120,35 @@ class EnergyMeter:
         sim.recorder.observers.append(self.spans)
         cluster.network.traffic_observers.append(self.traffic)
 
-    def _flow_ends(
-        self, srcs, dsts, start_s: float, finish_s: np.ndarray | None, key: StepKey | None = None, end_s: float = 0.0
-    ) -> None:
-        """A transfer's GPUs (senders and receivers) communicate from its start until its last flow
-        is delivered, as GPUs inside one collective step wait for each other.
+    def _transfer_ends(self, transfers) -> None:
+        """Transfers' GPUs (senders and receivers) communicate from each one's start until its last
+        flow is delivered, as GPUs inside one collective step wait for each other. `transfers`: one
+        (srcs, dsts, start_s, end_s: its last flow's end, step key or None) per transfer, in the order
+        they completed (`LinkTraffic.on_flows` gives one; a replayed schedule gives its steps).
 
         Intervals that continue the open interval of the transfer's GPU set (the next step of a
-        collective starting when the last one ended) extend it instead of adding a new one, so a
-        16K-GPU ring all-reduce keeps one interval rather than 32K."""
-        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
-            row = self._device_row
-            rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
-        else:
-            rows = self._transfer_set(srcs, dsts, key)
-        if rows:
-            if finish_s is not None:  # else: its last flow's end given (`end_s`)
-                end_s = finish_s.max().item()
-            if end_s > start_s:
-                self._comm.add(rows, start_s, end_s)
+        collective starting when the last one ended) extend it instead of adding a new one
+        (`OpenIntervals`), so a 16K-GPU ring all-reduce keeps one interval rather than 32K. Transfers
+        in a row on the same GPUs that `OpenIntervals` would join (each starting no earlier than the
+        first and no later than the end so far) are added as one: the same intervals, fewer calls."""
+        add, row = self._comm.add, self._device_row
+        rows_open: list[int] | None = None  # the run of joined transfers: their rows, start, end
+        s0 = e0 = 0.0
+        for srcs, dsts, start_s, end_s, key in transfers:
+            if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
+                rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+            else:
+                rows = self._transfer_set(srcs, dsts, key)
+            if not rows or not end_s > start_s:
+                continue
+            if rows == rows_open and s0 <= start_s and not start_s > e0 * (1 + JOIN_REL) + JOIN_ABS:
+                e0 = max(e0, end_s)
+                continue
+            if rows_open is not None:
+                add(rows_open, s0, e0)
+            rows_open, s0, e0 = rows, start_s, end_s
+        if rows_open is not None:
+            add(rows_open, s0, e0)
 
     def _transfer_set(self, srcs: list[str], dsts: list[str], step: StepKey | None = None) -> list[int]:
         """[row] of the GPU set of a transfer's endpoints ([] if none is a GPU; a single GPU's own row),

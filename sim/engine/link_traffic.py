@@ -210,11 +210,15 @@ class LinkTraffic:
     """
 
     def __init__(
-        self, row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]], flow_ends=None, batch_entries: int = 1 << 16
+        self,
+        row_sets: list[tuple[np.ndarray, np.ndarray, AdaptiveBins]],
+        transfer_ends=None,
+        batch_entries: int = 1 << 16,
     ) -> None:
         self.row_sets = row_sets
-        # optional callable(srcs, dsts, start_s, finish_s, step key or None[, end_s: max of finish_s, finish_s None])
-        self.flow_ends = flow_ends
+        # optional callable([(srcs, dsts, start_s, end_s: the last flow's end, step key or None), ...]):
+        # completed transfers, in the order they completed
+        self.transfer_ends = transfer_ends
         self.batch_entries = batch_entries
         self._bytes = 0.0
         self._chunks: list[tuple] = []  # on_links reports
@@ -232,14 +236,20 @@ class LinkTraffic:
     def on_flows(
         self, srcs: list[str], dsts: list[str], start_s: float, finish_s: np.ndarray, key: Hashable = None
     ) -> None:
-        if self.flow_ends is not None:
-            self.flow_ends(srcs, dsts, start_s, finish_s, key)
+        if self.transfer_ends is not None:
+            end_s = finish_s.max().item() if len(finish_s) else start_s
+            self.transfer_ends([(srcs, dsts, start_s, end_s, key)])
 
     def on_flows_until(self, srcs: list[str], dsts: list[str], start_s: float, end_s: float, key: Hashable) -> None:
-        """`on_flows` of a transfer whose last flow ended at `end_s` (what `flow_ends` needs of its
+        """`on_flows` of a transfer whose last flow ended at `end_s` (what `transfer_ends` needs of its
         flows' ends, given by a network that knows it without them: a replayed step)."""
-        if self.flow_ends is not None:
-            self.flow_ends(srcs, dsts, start_s, None, key, end_s)
+        if self.transfer_ends is not None:
+            self.transfer_ends([(srcs, dsts, start_s, end_s, key)])
+
+    def on_steps_until(self, steps: list[tuple[list[str], list[str], float, float, Hashable]]) -> None:
+        """`on_flows_until(*step)` of each step in turn, in one call (a replayed schedule's steps)."""
+        if self.transfer_ends is not None:
+            self.transfer_ends(steps)
 
     def on_links(self, t0: float, t1: float, links: np.ndarray, link_bytes: np.ndarray) -> None:
         """`link_bytes[i]` moved on link `links[i]` (ascending ids) uniformly during [t0, t1]."""

@@ -14,6 +14,9 @@ from array import array
 
 import numpy as np
 
+# a transfer starting no later than end x (1 + JOIN_REL) + JOIN_ABS joins an interval that ends at `end`
+JOIN_REL, JOIN_ABS = 1e-12, 1e-15
+
 
 class OpenIntervals:
     """Per row (a GPU or a GPU set): the open interval during which it takes part in transfers.
@@ -80,7 +83,7 @@ class OpenIntervals:
         before = np.r_[-np.inf, running[:-1]]
         before[first] = -np.inf
         before = np.maximum(before, init_end)  # open end before this transfer
-        fresh = s > before * (1 + 1e-12) + 1e-15
+        fresh = s > before * (1 + JOIN_REL) + JOIN_ABS
         # open start after this transfer: the earliest start since the interval opened (a fresh
         # transfer opens one; a row's first transfer that joins continues the initial one)
         joins_initial = first & ~fresh

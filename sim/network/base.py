@@ -89,7 +89,8 @@ class Network:
         # on_subflow(t0, t1, links, nbytes) for one sub-flow); optionally
         # on_flows(srcs, dsts, start_s, finish_s, key) that sees each transfer's endpoints (and step
         # key) when it completes (or on_flows_until(srcs, dsts, start_s, end_s, key), given only its
-        # last flow's end, where the network has it without the flows'), and
+        # last flow's end, where the network has it without the flows'; on_steps_until([(srcs, dsts,
+        # start_s, end_s, key), ...]) for a replayed schedule's steps in one call, if it has it), and
         # on_step(t0s, t1s, step, times, links, link_bytes) for runs of
         # replayed steps (else on_links per run, with times x link_bytes) (sim/engine/link_traffic.py:
         # traffic- and activity-driven power)

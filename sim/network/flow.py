@@ -541,15 +541,21 @@ class FlowNetwork(Network):
         without building its `TransferGroup` or its flows' ends: the skeletons are added together
         (`Recorder.skeleton_steps`, ends laid out when read), the last flow's end and index come from
         the trajectory (`Trajectory.last_flow`), and observers that take a transfer's last end
-        (`on_flows_until`) are given that instead of every flow's."""
+        (`on_flows_until`) are given that instead of every flow's (all steps in one call to those with
+        `on_steps_until`)."""
         recorder, env, plan = self.sim.recorder, self.sim.env, run.plan
         if plan.codes is None:  # interned once per schedule
             plan.codes = [self._skeleton_codes_of(k, self._keyed[k][0], self._keyed[k][1], None) for k in plan.keys]
-        until = [o.on_flows_until for o in self.traffic_observers if hasattr(o, "on_flows_until")]
+        batched = [o.on_steps_until for o in self.traffic_observers if hasattr(o, "on_steps_until")]
+        until = [
+            o.on_flows_until
+            for o in self.traffic_observers
+            if hasattr(o, "on_flows_until") and not hasattr(o, "on_steps_until")
+        ]
         flows = [
             o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")
         ]
-        skeletons = []
+        skeletons, ends = [], []  # ends: (srcs, dsts, start, last flow's end, key) per step
         keyed, deferred, starts, codes = self._keyed, self._deferred, run.starts, plan.codes
         next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
         cause, current = run.cause, env.cause  # what released this step; the current cause
@@ -571,12 +577,15 @@ class FlowNetwork(Network):
                 current = next_id + last  # the step's last flow
                 next_id += n
             cause = current  # what released the next step
+            ends.append((srcs, dsts, start, end, key))
             for on_flows_until in until:
                 on_flows_until(srcs, dsts, start, end, key)
             if flows:
                 finish = start + trajectory.finish_offsets
                 for on_flows in flows:
                     on_flows(srcs, dsts, start, finish, key)
+        for on_steps_until in batched:
+            on_steps_until(ends)
         steps = upto - run.completed
         if steps > 0:
             recorder.dropped += next_id - recorder.next_id

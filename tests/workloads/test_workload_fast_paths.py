@@ -403,6 +403,50 @@ def test_open_comm_intervals_folded_in_batches_equal_folding_each_transfer_in_tu
     assert sorted(emitted) == sorted(expected)
 
 
+def test_transfers_given_together_open_the_comm_intervals_of_each_given_in_turn():
+    """The energy meter's `_transfer_ends` joins a run of transfers on the same GPUs before it adds
+    them (a replayed schedule's steps, back to back): the intervals of adding each in turn."""
+    from sim.energy.meter import EnergyMeter
+    from sim.engine.open_intervals import OpenIntervals
+
+    rng = np.random.default_rng(5)
+    gpus = [f"g{i}" for i in range(40)]
+    rings = [gpus[:20], gpus[20:]]  # 20 senders and receivers each: a GPU set, rows 40 and 41
+
+    class Meter:  # what `_transfer_ends` uses of the meter
+        _device_row = {g: i for i, g in enumerate(gpus)}
+
+        def __init__(self):
+            self.emitted = []
+            emit = lambda r, s, e: self.emitted.extend(zip(r.tolist(), s.tolist(), e.tolist()))  # noqa: E731
+            self._comm = OpenIntervals(42, emit, batch=64)
+
+        def _transfer_set(self, srcs, dsts, key):
+            return [40 + rings.index(srcs)]
+
+    transfers, t = [], 1.0
+    for _ in range(4000):
+        if rng.random() < 0.6:  # a ring step, mostly right after the previous one
+            srcs = rings[int(rng.integers(2))]
+            dsts = srcs[1:] + srcs[:1]
+        else:  # point to point
+            srcs, dsts = [gpus[int(rng.integers(40))]], [gpus[int(rng.integers(40))]]
+        gap = [0.0, 0.0, 5e-13 * t, 2e-12 * t, rng.exponential(0.1), -rng.exponential(0.1)][int(rng.integers(6))]
+        start = t + gap  # back to back; just within or past the join tolerance; later; earlier
+        end = start + (0.0 if rng.random() < 0.05 else float(rng.exponential(0.2)))
+        t = max(t, end)
+        transfers.append((srcs, dsts, start, end, None))
+    together, one_by_one = Meter(), Meter()
+    for i in range(0, len(transfers), 50):
+        EnergyMeter._transfer_ends(together, transfers[i : i + 50])
+    for transfer in transfers:
+        EnergyMeter._transfer_ends(one_by_one, [transfer])
+    together._comm.close()
+    one_by_one._comm.close()
+    assert len(one_by_one.emitted) > 500
+    assert sorted(together.emitted) == sorted(one_by_one.emitted)
+
+
 def test_point_to_point_gpu_comm_intervals_equal_the_array_path(monkeypatch):
     """Energy of a run whose transfers all take the scalar path, against the array path for all."""
     import sim.energy.meter
