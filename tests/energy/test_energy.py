@@ -381,6 +381,9 @@ def _scenario_of(kind: str) -> tuple[str, list[str]] | None:
         "cp_inference": ("cp-405b-rdma-128k.yaml", ["hardware.nodes=1"]),
         "ingestion": ("ingest-dlrm-on-trainer.yaml", []),
         "embedding_training": ("emb-dlrm-1x8-a100-scm.yaml", []),
+        "training": ("train-mixtral-8x7b-ep8.yaml", []),  # the smallest of each kind (the suite's time)
+        "tiered_memory": ("tiered-dram-cxl-churn.yaml", []),
+        "serving": ("serve-mixtral-8x7b-ep.yaml", []),
     }
     if kind in preferred and Path("scenarios", preferred[kind][0]).is_file():
         return str(Path("scenarios", preferred[kind][0])), preferred[kind][1]
