@@ -36,6 +36,9 @@ BYTES_PER_ACTIVE_FLOW = 500.0  # flat route arrays, incidence matrix entries, ra
 BYTES_PER_LISTED_FLOW = 200.0  # a (src, dst, bytes) tuple in a schedule list
 BYTES_PER_SPAN = 2e3  # a recorded span row and what the trace/energy accounting keeps for it
 EVENTS_PER_KERNEL = 3.0  # timeout + stream request/release (rounded from cp/embedding runs)
+# a kernel run as its own process on a device stream (Device.run; embedding's dense kernels): its start,
+# stream request and release, timeout and end (measured: the 1,024-GPU embedding iteration's 80,896)
+EVENTS_PER_DEVICE_KERNEL = 5.0
 EVENTS_PER_FLOW = 2.0  # admission + completion, amortised over batched updates
 EVENTS_PER_STEP = 4.0  # a collective step: its transfer event, kick, timers
 
