@@ -23,7 +23,7 @@ EVENTS_PER_A2A_SOURCE = 5.0
 # its events are light: the 1,024-GPU iteration's 466K events took 38.4 s on a 2-core VM at 0.37x the
 # reference speed (~30 us each there), the 128-GPU one's 64K 5.3 s at 0.38x (~32 us), the shipped 2-host
 # scenarios ~19-27 us, against the median run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py)
-EVENT_COST = 0.5
+EMBEDDING_EVENT_COST = 0.5
 
 
 def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
@@ -49,7 +49,7 @@ def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
         kernels=kernels,
         spans=kernels + flows,
         listed_flows=3 * a2a + allreduce.listed_flows,
-        event_cost=EVENT_COST,
+        event_cost=EMBEDDING_EVENT_COST,
     )
     est = Estimate(
         path="workload.iterations",
