@@ -135,9 +135,9 @@ def test_trace_ops_become_cases_and_the_rest_is_listed_unmatched(mlp, capsys, tm
 
 
 # A timing figure, checked only with -m slow (as the quick harness's targets are, test_validation.py): on
-# a 2-core VM whose speed drifted 2x within minutes its median error was -8 to -18 % between fresh-clone
-# runs (-17.9 % once with the probe at 90 % of the profile's speed, above the skip guard), so in the
-# default run it would fail on the machine's drift, not the model's.
+# a 2-core VM whose speed drifted 2x within minutes, one of three fresh-clone runs gave a median error of
+# -17.9 % with the probe at 90 % of the profile's speed (above the skip guard), so in the default run it
+# can fail on the machine's drift, not the model's.
 @pytest.mark.slow
 def test_a_replayed_cpu_trace_reproduces_its_measured_step_within_15_percent(mlp, this_cpu):
     spec = catalog.device(str(this_cpu))
