@@ -37,7 +37,8 @@ def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
     allreduce = collective_cost("all_reduce", "auto", n, hosts, per_host, 1e8, replay=False)
     tier_flows = 2 * n * max(1, len(cfg.placements) - 1)
     flows = 3 * a2a + 2 * allreduce.flows + tier_flows
-    kernels = n * (dense_kernels(cfg) + 2)  # + the embedding lookup forward and its backward update
+    dims = [t.dim for t in explicit] + [g.dim for g in generators for _ in range(g.count)]
+    kernels = n * (dense_kernels(cfg, dims) + 2)  # + the embedding lookup forward and its backward update
     per_iter = Estimate(  # a collective's flows run as its steps: their events are allreduce.events
         events=EVENTS_PER_DEVICE_KERNEL * kernels
         + EVENTS_PER_A2A_SOURCE * 3 * sources
@@ -61,11 +62,10 @@ def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
     return est
 
 
-def dense_kernels(cfg) -> int:
-    """Dense kernels one GPU runs per iteration: the forward GEMMs, their input- and weight-gradient
-    GEMMs and the pointwise passes around them (sim/models/dlrm.py, as the run builds them)."""
-    explicit, generators = cfg.table_lists()
-    dims = [t.dim for t in explicit] + [g.dim for g in generators for _ in range(g.count)]
+def dense_kernels(cfg, dims: list[int]) -> int:
+    """Dense kernels one GPU runs per iteration with tables of these `dims`: the forward GEMMs, their
+    input- and weight-gradient GEMMs and the pointwise passes around them (sim/models/dlrm.py, as the
+    run builds them)."""
     gemms = cfg.dense.dense_gemms(cfg.batch_size_per_gpu, dims)
     passes = cfg.dense.pointwise_passes(cfg.batch_size_per_gpu, dims)
     return len(gemms) + len(backward_gemms(gemms)) + len(passes.bottom_fwd) + len(passes.top) + len(passes.bottom_bwd)
