@@ -251,7 +251,16 @@ class TrainingRun:
             cached.tape.replay(self.sim, g.driver.node, start, prefix=f"{label} ")
             return cached
         cap = Capture()
-        for group in self._overlap_groups(items):
+        groups = self._overlap_groups(items)
+        i = 0
+        while i < len(groups):
+            run = self._kernel_run(groups, i)
+            if run:  # consecutive kernels alone: one wake-up at the last one's end
+                yield from self._kernels(g, cap, label, start, run)
+                i += len(run)
+                continue
+            group = groups[i]
+            i += 1
             t0 = self.sim.now
             waits = []
             for item in group:
@@ -260,7 +269,7 @@ class TrainingRun:
                 else:
                     steps = g.comm.steps(item.group, item.op, item.nbytes)
                     latency_s = g.comm.latency_s(item.group, item.op, item.nbytes)
-                    waits.append(self._collective(steps, latency_s, f"{label} {item.name}"))
+                    waits.append(self._collective(steps, latency_s, f"{label} {item.name}", alone=len(group) == 1))
             yield waits[0] if len(waits) == 1 else self.sim.all_of(waits)
             kernel_s, link, collective = 0.0, "local", None
             for item in group:
@@ -274,17 +283,7 @@ class TrainingRun:
                     link = g.comm.link_kind(item.group)  # the link its flows leave by: its resource
                     collective = item.group
                     span = (link, item.name, t0 - start, self.sim.now - start, item.nbytes, 0.0, "comm")
-                cap.tape.record(*span)
-                self.sim.span(
-                    g.driver.node,
-                    span[0],
-                    f"{label} {span[1]}",
-                    start + span[2],
-                    start + span[3],
-                    nbytes=span[4],
-                    flop=span[5],
-                    category=span[6],
-                )
+                self._record(g, cap, label, start, span)
             exposed = max(self.sim.now - t0 - kernel_s, 0.0)  # communication not hidden by a kernel
             cap.kernel_s += kernel_s
             cap.comm_s += exposed
@@ -297,12 +296,70 @@ class TrainingRun:
             self._segments[key] = cap
         return cap
 
-    def _collective(self, steps: list, latency_s: float, name: str):
-        """A TP / CP / EP collective: NCCL's per-operation software latency, then its flows."""
+    @staticmethod
+    def _kernel_run(groups: list[tuple], i: int) -> list:
+        """The kernels of groups[i:] that run one at a time, up to the next collective or overlapped pair."""
+        run = []
+        for group in groups[i:]:
+            if len(group) != 1 or not isinstance(group[0], Kernel):
+                break
+            run.append(group[0])
+        return run
+
+    def _kernels(self, g: Group, cap: Capture, label: str, start: float, kernels: list):
+        """Kernels back to back on the compute stream: each starts where the previous ends, as one
+        timeout per kernel has them (t + d, in order, to the bit), with one event at the last end;
+        their spans are then recorded in order, each caused by the one before, as one by one."""
+        t = self.sim.now
+        t0s = []
+        for item in kernels:
+            t0s.append(t)
+            t = t + item.duration_s * g.slowdown
+        wake = self.sim.env.event()
+        self.sim.env.schedule_at(wake, t)
+        yield wake
+        for item, t0 in zip(kernels, t0s):
+            d = item.duration_s * g.slowdown
+            cap.flop += item.flop
+            cap.executed_flop += item.executed_flop
+            span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
+            self._record(g, cap, label, start, span)
+            cap.kernel_s += d
+            cap.comm_s += max((t0 + d) - t0 - d, 0.0)  # as a kernel's own wait has it: 0 or a rounding
+
+    def _record(self, g: Group, cap: Capture, label: str, start: float, span: tuple) -> None:
+        cap.tape.record(*span)
+        self.sim.span(
+            g.driver.node,
+            span[0],
+            f"{label} {span[1]}",
+            start + span[2],
+            start + span[3],
+            nbytes=span[4],
+            flop=span[5],
+            category=span[6],
+        )
+
+    def _collective(self, steps: list, latency_s: float, name: str, alone: bool = False):
+        """A TP / CP / EP collective: NCCL's per-operation software latency, then its flows. `alone`:
+        nothing is started beside it (then its latency is a timeout whose callback starts the flows,
+        without a process: the same events in the same order, less one)."""
         if not steps:
             return self.sim.timeout(0)
         if latency_s <= 0:
             return run_schedule(self.net, steps, name=name)
+        if alone:
+            done = self.sim.env.event()
+
+            def flows(_e) -> None:
+                ended = run_schedule(self.net, steps, name=name)
+                if ended.callbacks is None:  # processed already
+                    done.succeed()
+                else:
+                    ended.callbacks.append(lambda _e: done.succeed())
+
+            self.sim.timeout(latency_s).callbacks.append(flows)
+            return done
 
         def proc():
             yield self.sim.timeout(latency_s)
