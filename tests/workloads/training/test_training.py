@@ -248,6 +248,30 @@ def test_replayed_layers_equal_the_full_simulation_under_contention():
     close(on, off)
 
 
+def test_back_to_back_kernels_and_lone_collectives_run_as_one_timeout_and_one_process_each_would(monkeypatch):
+    """A layer's consecutive kernels wake their process once, at the last one's end, and a collective
+    run by itself starts its flows from its latency's callback (sim/workloads/training/run.py): the
+    same metrics, spans (times, causes) and links, to the bit, as a timeout per kernel and a process
+    per collective. Flow network, CP across hosts, DP rings and p2p sends contending on a fat-tree."""
+    from sim.workloads.training.run import TrainingRun
+
+    wl = {"parallelism": {"tp": 2, "cp": 2, "pp": 2, "dp": 2}, "global_batch_size": 4, "recompute": "selective"}
+    topo = {"kind": "fat-tree", "hosts_per_leaf": 2, "oversubscription": 4}
+    fast = run(scenario(wl, nodes=8, topology=topo))
+    with monkeypatch.context() as m:
+        m.setattr(TrainingRun, "_kernel_run", staticmethod(lambda groups, i: []))
+        collective = TrainingRun._collective
+        m.setattr(TrainingRun, "_collective", lambda self, *a, alone=False: collective(self, *a))
+        plain = run(scenario(wl, nodes=8, topology=topo))
+    assert not fast.metrics["replay"] and fast.events < plain.events
+    assert fast.metrics == plain.metrics
+    columns = ["component", "track", "name", "start_s", "end_s", "bytes", "flop", "category"]
+    a, b = (r.spans.sort_values(columns, kind="stable").reset_index(drop=True) for r in (fast, plain))
+    assert a[columns].equals(b[columns])
+    assert fast.links.equals(plain.links)
+    assert fast.bottleneck == plain.bottleneck  # the critical path follows the same causes
+
+
 def test_auto_fidelity_picks_only_exact_shortcuts():
     wl = {"parallelism": {"tp": 2, "cp": 2, "pp": 1, "dp": 2}, "global_batch_size": 4}
     flow = metrics(wl, nodes=4)  # cp crosses hosts on the flow network: no shortcuts
