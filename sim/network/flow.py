@@ -556,24 +556,24 @@ class FlowNetwork(Network):
             o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")
         ]
         skeletons, ends = [], []  # ends: (srcs, dsts, start, last flow's end, key) per step
-        keyed, deferred, starts, codes = self._keyed, self._deferred, run.starts, plan.codes
+        deferred, starts, steps_of = self._deferred, run.starts, plan.steps_of(self._keyed)
         next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
         cause, current = run.cause, env.cause  # what released this step; the current cause
+        runs_max = _DEFERRED_RUNS_MAX - 1
         for i in range(run.completed, upto):  # counters in locals, written back after (the same sums)
-            key, trajectory = plan.keys[i], plan.trajectories[i]
-            srcs, dsts, _, total, _ = keyed[key]
-            start, n = starts[i], len(srcs)
+            key, trajectory, srcs, dsts, total, n, code = steps_of[i]
+            start, after = starts[i], starts[i + 1]
             flows_started += n
             sent += total
             d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
-            if d is not None and d[0] is trajectory and d[1][-1][1] != start and len(d[1]) < _DEFERRED_RUNS_MAX - 1:
-                d[1].append([start, starts[i + 1], 1])
+            if d is not None and d[0] is trajectory and d[1][-1][1] != start and len(d[1]) < runs_max:
+                d[1].append([start, after, 1])
             else:
-                self._defer(trajectory, start, starts[i + 1])
+                self._defer(trajectory, start, after)
             delivered += total  # float(nbytes.sum()), as `_complete` adds it
             end, last = trajectory.last_flow(start)
             if n:
-                skeletons.append((codes[i], start, trajectory.finish_offsets, next_id, cause))
+                skeletons.append((code, start, trajectory.finish_offsets, next_id, cause))
                 current = next_id + last  # the step's last flow
                 next_id += n
             cause = current  # what released the next step
@@ -746,52 +746,50 @@ def _merge_paths(routed: Routed) -> Routed:
 
 
 class _DeferralIndex:
-    """The links of the deferred replays' steps, to find those on given links at once: one entry per
-    (link, deferral), appended as deferrals are made, the settled ones dropped when they are many."""
+    """The links of the deferred replays' steps, to find those on given links at once: per link the
+    set of live deferrals using it (a recording's settle asks for the few deferrals among hundreds on
+    its links; a scan of every deferral's links would cost hundreds of thousands of entries a time)."""
 
-    def __init__(self, num_links: int, slack: int = 65536) -> None:
-        self.slack = slack  # entries of settled deferrals kept at most, beyond 3 x the live ones
+    def __init__(self, num_links: int) -> None:
         self.made = 0
         self.live: dict[int, StepKey] = {}  # deferral number -> its key, while deferred
-        self._links_of: dict[int, np.ndarray] = {}  # deferral number -> its links
+        self._links_of: dict[int, list[int]] = {}  # deferral number -> its links
         self._using = np.zeros(num_links, dtype=np.int64)  # live deferrals using each link
-        self._live_entries = 0
-        self._new: list[tuple[np.ndarray, int]] = []
-        self._links = np.zeros(0, dtype=np.int64)
-        self._owner = np.zeros(0, dtype=np.int64)
+        self._on_link: dict[int, set[int]] = {}  # link -> the live deferrals using it
 
     def add(self, key: StepKey, links: np.ndarray) -> int:
-        """A new deferral of `key`'s replays on `links`: its number (later ones have larger ones)."""
+        """A new deferral of `key`'s replays on `links` (distinct): its number (later ones have larger ones)."""
         self.made += 1
-        self.live[self.made] = key
-        self._links_of[self.made] = links
+        number = self.made
+        self.live[number] = key
+        listed = self._links_of[number] = links.tolist()
         self._using[links] += 1
-        self._live_entries += len(links)
-        self._new.append((links, self.made))
-        return self.made
+        on_link = self._on_link
+        for link in listed:
+            users = on_link.get(link)
+            if users is None:
+                on_link[link] = {number}
+            else:
+                users.add(number)
+        return number
 
     def remove(self, number: int) -> None:
         del self.live[number]
-        links = self._links_of.pop(number)
-        self._using[links] -= 1
-        self._live_entries -= len(links)
+        listed = self._links_of.pop(number)
+        self._using[listed] -= 1
+        on_link = self._on_link
+        for link in listed:
+            on_link[link].discard(number)
 
     def on(self, links: np.ndarray) -> list[StepKey]:
         """The deferred keys with any of `links`, in deferral order."""
-        if not self._using[links].any():
+        used = links[self._using[links] > 0]
+        if not len(used):
             return []
-        if self._new:
-            self._links = np.concatenate([self._links, *(part for part, _ in self._new)])
-            numbers = np.repeat([n for _, n in self._new], [len(part) for part, _ in self._new])
-            self._owner = np.concatenate([self._owner, numbers])
-            self._new.clear()
-        if len(self._owner) > 4 * self._live_entries + self.slack:  # mostly settled: keep the live ones
-            keep = np.isin(self._owner, np.fromiter(self.live, dtype=np.int64, count=len(self.live)))
-            self._links, self._owner = self._links[keep], self._owner[keep]
-        on = np.zeros(len(self._using), dtype=bool)
-        on[links] = True
+        on_link = self._on_link
+        found = set().union(*(on_link[link] for link in used.tolist()))
         live = self.live
-        return [live[n] for n in np.unique(self._owner[on[self._links]]).tolist() if n in live]
+        return [live[number] for number in sorted(found)]
 
 
 @dataclass
@@ -803,6 +801,18 @@ class _SchedulePlan:
     trajectories: list[Trajectory]
     links: np.ndarray
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
+    _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
+
+    def steps_of(self, keyed: dict) -> list[tuple]:
+        """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes): what completing
+        it reads, gathered once (a key's transfer never changes)."""
+        if self._steps is None:
+            assert self.codes is not None
+            self._steps = [
+                (key, t, keyed[key][0], keyed[key][1], keyed[key][3], len(keyed[key][0]), code)
+                for key, t, code in zip(self.keys, self.trajectories, self.codes)
+            ]
+        return self._steps
 
 
 @dataclass

@@ -203,7 +203,7 @@ class TrainingRun:
         its all-gather (the chunk's first forward waits for each unit's weights before using them);
         `done(unit)`: called when a unit's gradients are complete (the chunk's last backward)."""
         segments = self.plan.expanded(op.kind, j)
-        key = (op.kind, tuple(name for name, _, _ in segments), self._signature(g))
+        key = (op.kind, tuple(name for name, _, _ in segments), self._signature(g)) if self.replay else None
         with g.driver.stream("compute").request() as req:
             yield req
             start = self.sim.now
@@ -243,8 +243,8 @@ class TrainingRun:
 
     def _segment(self, g: Group, label: str, name: str, items):
         """Run one layer (or the embedding / LM-head part) kernel by kernel; returns its Capture."""
-        key = (name, self._signature(g))
-        cached = self._segments.get(key) if self.replay else None
+        key = (name, self._signature(g)) if self.replay else None
+        cached = self._segments.get(key) if key is not None else None
         start = self.sim.now
         if cached is not None:
             yield self.sim.timeout(cached.duration_s)
@@ -292,7 +292,7 @@ class TrainingRun:
             if exposed > 0 and collective is not None:
                 cap.comm_s_by_group[collective] = cap.comm_s_by_group.get(collective, 0.0) + exposed
         cap.duration_s = self.sim.now - start
-        if self.replay:
+        if key is not None:
             self._segments[key] = cap
         return cap
 
