@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import ulp
 
 import numpy as np
 import simpy
@@ -561,7 +562,7 @@ class FlowNetwork(Network):
         cause, current = run.cause, env.cause  # what released this step; the current cause
         runs_max = _DEFERRED_RUNS_MAX - 1
         for i in range(run.completed, upto):  # counters in locals, written back after (the same sums)
-            key, trajectory, srcs, dsts, total, n, code = steps_of[i]
+            key, trajectory, srcs, dsts, total, n, code, last_offset, last_index, last_gap = steps_of[i]
             start, after = starts[i], starts[i + 1]
             flows_started += n
             sent += total
@@ -571,7 +572,8 @@ class FlowNetwork(Network):
             else:
                 self._defer(trajectory, start, after)
             delivered += total  # float(nbytes.sum()), as `_complete` adds it
-            end, last = trajectory.last_flow(start)
+            end = start + last_offset  # `Trajectory.last_flow`, inline for its common case
+            last = last_index if last_gap > 4 * ulp(end) else trajectory.last_flow(start)[1]
             if n:
                 skeletons.append((code, start, trajectory.finish_offsets, next_id, cause))
                 current = next_id + last  # the step's last flow
@@ -804,12 +806,13 @@ class _SchedulePlan:
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
 
     def steps_of(self, keyed: dict) -> list[tuple]:
-        """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes): what completing
-        it reads, gathered once (a key's transfer never changes)."""
+        """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, and its last flow's
+        offset, index and gap to the next: `Trajectory.last_flow`): what completing it reads, gathered
+        once (a key's transfer and a finished trajectory never change)."""
         if self._steps is None:
             assert self.codes is not None
             self._steps = [
-                (key, t, keyed[key][0], keyed[key][1], keyed[key][3], len(keyed[key][0]), code)
+                (key, t, keyed[key][0], keyed[key][1], keyed[key][3], len(keyed[key][0]), code, *t.last_flow_terms())
                 for key, t, code in zip(self.keys, self.trajectories, self.codes)
             ]
         return self._steps

@@ -99,6 +99,11 @@ class Trajectory:
             self.last_offset, self.last_index = top, int(offsets.argmax())
             self._last_gap = top - float(below.max()) if len(below) else math.inf
 
+    def last_flow_terms(self) -> tuple[float, int, float]:
+        """(largest finish offset, its flow, gap to the next smaller offset): `last_flow` is
+        (start + offset, flow) wherever the gap exceeds 4 ulps of that end."""
+        return self.last_offset, self.last_index, self._last_gap
+
     def last_flow(self, start_s: float) -> tuple[float, int]:
         """(end, index) of the last flow to finish when the step runs from `start_s`: the max and the
         argmax of `start_s + finish_offsets`, without the array. The max is start + the largest
