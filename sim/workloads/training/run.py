@@ -300,26 +300,25 @@ class TrainingRun:
     def _kernel_run(groups: list[tuple], i: int) -> list:
         """The kernels of groups[i:] that run one at a time, up to the next collective or overlapped pair."""
         run = []
-        for group in groups[i:]:
-            if len(group) != 1 or not isinstance(group[0], Kernel):
-                break
-            run.append(group[0])
+        while i < len(groups) and len(groups[i]) == 1 and isinstance(groups[i][0], Kernel):
+            run.append(groups[i][0])
+            i += 1
         return run
 
     def _kernels(self, g: Group, cap: Capture, label: str, start: float, kernels: list):
         """Kernels back to back on the compute stream: each starts where the previous ends, as one
         timeout per kernel has them (t + d, in order, to the bit), with one event at the last end;
         their spans are then recorded in order, each caused by the one before, as one by one."""
+        durations = [item.duration_s * g.slowdown for item in kernels]
         t = self.sim.now
         t0s = []
-        for item in kernels:
+        for d in durations:
             t0s.append(t)
-            t = t + item.duration_s * g.slowdown
+            t = t + d
         wake = self.sim.env.event()
         self.sim.env.schedule_at(wake, t)
         yield wake
-        for item, t0 in zip(kernels, t0s):
-            d = item.duration_s * g.slowdown
+        for item, t0, d in zip(kernels, t0s, durations):
             cap.flop += item.flop
             cap.executed_flop += item.executed_flop
             span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
