@@ -308,9 +308,9 @@ def test_compare_stored_full_records_prints_the_contract_json(tmp_path):
 
 def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     """The full harness ran on an H100 (validation/records/nvidia-h100-80gb-hbm3-full.json, torch
-    2.11 + CUDA 13, 2026-11-22). Recalibrated here from its primitives, the simulator predicts the
-    bf16 Llama-width transformer prefills within 6.5 % (the 1024-wide, 2 ms one +23 %: launch-bound
-    layers), the DataLoader within 13 % and the embedding step at -29 / -33 %: the reference's
+    2.11 + CUDA 13, 2026-11-27). Recalibrated here from its primitives, the simulator predicts the
+    bf16 Llama-width transformer prefills within 9 % (-1, -9, -6 and, for the launch-bound 1024-wide
+    one, +7.5 %), the DataLoader within 7 % and the embedding step at -30 / -31 %: the reference's
     unfused update (`embedding_backward: unfused`) and eager torch's memory-bound passes around the
     dense GEMMs (`DenseConfig.pointwise_passes`) are modelled; what is left is torch's per-op
     overhead beyond one kernel launch (autograd, the interaction's small ops). Bounds: those
@@ -321,12 +321,11 @@ def test_stored_h100_records_compare_within_the_errors_measured_there(tmp_path):
     result = validate(compare=path, out_dir=tmp_path, log=lambda msg: None)
     cases = {c.name: c for c in result.cases if c.family == "composition"}
     prefill = [c for n, c in cases.items() if n.startswith("transformer_prefill")]
-    assert len(prefill) == 4 and sorted(abs(c.rel_error) for c in prefill)[2] < 0.10
-    assert all(abs(c.rel_error) < 0.30 for c in prefill)
-    assert all(abs(c.rel_error) < 0.16 for n, c in cases.items() if n.startswith("dataloader"))
-    assert all(abs(c.rel_error) < 0.37 for n, c in cases.items() if n.startswith("embedding_step"))
+    assert len(prefill) == 4 and all(abs(c.rel_error) < 0.12 for c in prefill)
+    assert all(abs(c.rel_error) < 0.10 for n, c in cases.items() if n.startswith("dataloader"))
+    assert all(abs(c.rel_error) < 0.35 for n, c in cases.items() if n.startswith("embedding_step"))
     prim = report.by_family(result.cases)["primitive"]
-    assert prim["median_rel_error"] < 0.08, prim
+    assert prim["median_rel_error"] < 0.07, prim
 
 
 def test_stored_cpu_records_compare_within_the_errors_measured_there(tmp_path):
