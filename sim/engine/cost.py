@@ -60,6 +60,9 @@ class Estimate:
     # wall time of one of these events relative to the median run's (a kind whose events carry less or
     # more work, measured): scales the wall-time figure (sim/scenario/estimate.py)
     event_cost: float = 1.0
+    # wall seconds (on the machine the rates were measured on) of work that grows with something other
+    # than events, e.g. simulated flows whose rate updates touch many others (sim/scenario/estimate.py)
+    extra_work_s: float = 0.0
     trace_limit: float = 200_000
     notes: list[str] = field(default_factory=list)
     hint: str = ""  # what to change when refused
@@ -82,7 +85,7 @@ class Estimate:
         events = self.events + times * other.events
         if events > 0:
             self.event_cost = (self.events * self.event_cost + times * other.events * other.event_cost) / events
-        for name in ("events", "flows", "simulated_flows", "kernels", "spans"):
+        for name in ("events", "flows", "simulated_flows", "kernels", "spans", "extra_work_s"):
             setattr(self, name, getattr(self, name) + times * getattr(other, name))
         self.peak_flows = max(self.peak_flows, other.peak_flows)
         self.listed_flows = max(self.listed_flows, other.listed_flows)
@@ -92,7 +95,7 @@ class Estimate:
         out = {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in ("hint", "path", "trace_limit", "route_factor", "event_cost")
+            if f.name not in ("hint", "path", "trace_limit", "route_factor", "event_cost", "extra_work_s")
         }
         out["memory_bytes"] = self.memory_bytes
         return out

@@ -115,9 +115,10 @@ def enforce(scenario, limits: Limits | None = DEFAULT_LIMITS) -> Estimate:
 
 def wall_time_s(est: Estimate, speed: float = 1.0) -> float:
     """Seconds of wall time a run of this estimate takes, about (see EVENTS_PER_S; a kind whose
-    events are lighter or heavier than the median says so, `Estimate.event_cost`), on a machine
+    events are lighter or heavier than the median says so, `Estimate.event_cost`; work that grows with
+    something else, `Estimate.extra_work_s`), on a machine
     `speed` times as fast as the one the rates were measured on (sim/engine/speed_probe.py)."""
-    return (est.events * est.event_cost / EVENTS_PER_S + est.links * BUILD_S_PER_LINK) / speed
+    return (est.events * est.event_cost / EVENTS_PER_S + est.extra_work_s + est.links * BUILD_S_PER_LINK) / speed
 
 
 def machine_speed() -> float:

@@ -1,7 +1,7 @@
 """The static plan of a training job: layer split, each stage's op list, the timed kernels and
 collectives of every segment (a layer, the embedding end, the loss end), bytes of p2p and DP traffic.
 
-Built once from the config and the GPU spec; the simulation (training_run.py) only reads it.
+Built once from the config and the GPU spec; the simulation (run.py) only reads it.
 Segments of a pipeline op on virtual stage j (V = pp x virtual_stages of them):
   forward:  [embedding (j = 0)] + layer forward x layers(j) + [LM head and loss (j = V - 1)]
   backward: [LM head and loss backward (j = V - 1)] + layer backward x layers(j) + [embedding backward (j = 0)]
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from hardware_models.gpu import DTYPE_BYTES, DeviceSpec
-from sim.models.training_shapes import backward_pass, recomputed, timed
+from sim.models.kernel import Kernel
+from sim.models.training_shapes import CommOp, backward_pass, recomputed, timed
 from sim.workloads.training.memory import chunk_expert_params, chunk_params, per_gpu, stage_params
 from sim.workloads.training.schedule import (
     chunk_order,
@@ -200,3 +201,49 @@ class TrainingPlan:
     @property
     def model_flop_per_iteration(self) -> float:
         return self.family.model_flop_per_sequence(self.config.sequence) * self.config.samples
+
+
+def overlap_groups(items, tp_comm_overlap: bool) -> list[tuple]:
+    """How a segment's items run: one at a time, except (with `tp_comm_overlap`) a TP all-gather with
+    the GEMM that consumes it and a GEMM with the reduce-scatter of its output, which run together
+    (chunked overlap as in Transformer Engine's userbuffers, taken as perfect)."""
+    if not tp_comm_overlap:
+        return [(i,) for i in items]
+
+    def gemm(x) -> bool:
+        return isinstance(x, Kernel) and x.category == "dense"
+
+    def tp(x, op: str) -> bool:
+        return isinstance(x, CommOp) and x.group == "tp" and x.op == op
+
+    out, i = [], 0
+    while i < len(items):
+        a, b = items[i], items[i + 1] if i + 1 < len(items) else None
+        if b is not None and ((tp(a, "all_gather") and gemm(b)) or (gemm(a) and tp(b, "reduce_scatter"))):
+            out.append((a, b))
+            i += 2
+        else:
+            out.append((a,))
+            i += 1
+    return out
+
+
+def kernel_run(groups: list[tuple], i: int) -> list:
+    """The kernels of groups[i:] that run one at a time, up to the next collective or overlapped pair
+    (the simulation wakes once for all of them)."""
+    run = []
+    while i < len(groups) and len(groups[i]) == 1 and isinstance(groups[i][0], Kernel):
+        run.append(groups[i][0])
+        i += 1
+    return run
+
+
+def kernel_runs(groups: list[tuple]) -> int:
+    """How many runs of lone kernels a segment run as `groups` has: its process wakes once for each
+    (and once per other group: a collective, or a GEMM with its overlapped TP collective)."""
+    n = i = 0
+    while i < len(groups):
+        run = len(kernel_run(groups, i))
+        n += run > 0
+        i += run or 1
+    return n

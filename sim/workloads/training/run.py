@@ -63,6 +63,7 @@ from sim.workloads.training.layout import (
     ring_hop_latency_s,
     streamed_ring,
 )
+from sim.workloads.training.plan import kernel_run, overlap_groups
 
 # Memory traffic of one Adam step per parameter (a memory-bound kernel): read the fp32 gradient, master
 # weight and both moments (4 x 4 B), write master and moments (3 x 4 B) and the 16-bit weight (2 B) = 30 B.
@@ -251,10 +252,10 @@ class TrainingRun:
             cached.tape.replay(self.sim, g.driver.node, start, prefix=f"{label} ")
             return cached
         cap = Capture()
-        groups = self._overlap_groups(items)
+        groups = overlap_groups(items, self.config.tp_comm_overlap)
         i = 0
         while i < len(groups):
-            run = self._kernel_run(groups, i)
+            run = kernel_run(groups, i)
             if run:  # consecutive kernels alone: one wake-up at the last one's end
                 yield from self._kernels(g, cap, label, start, run)
                 i += len(run)
@@ -295,15 +296,6 @@ class TrainingRun:
         if key is not None:
             self._segments[key] = cap
         return cap
-
-    @staticmethod
-    def _kernel_run(groups: list[tuple], i: int) -> list:
-        """The kernels of groups[i:] that run one at a time, up to the next collective or overlapped pair."""
-        run = []
-        while i < len(groups) and len(groups[i]) == 1 and isinstance(groups[i][0], Kernel):
-            run.append(groups[i][0])
-            i += 1
-        return run
 
     def _kernels(self, g: Group, cap: Capture, label: str, start: float, kernels: list):
         """Kernels back to back on the compute stream: each starts where the previous ends, as one
@@ -365,30 +357,6 @@ class TrainingRun:
             yield run_schedule(self.net, steps, name=name)
 
         return self.sim.process(proc())
-
-    def _overlap_groups(self, items) -> list[tuple]:
-        """Items run one at a time, except (with `tp_comm_overlap`) a TP all-gather with the GEMM that
-        consumes it and a GEMM with the reduce-scatter of its output, which run together (chunked
-        overlap as in Transformer Engine's userbuffers, taken as perfect)."""
-        if not self.config.tp_comm_overlap:
-            return [(i,) for i in items]
-
-        def gemm(x):
-            return isinstance(x, Kernel) and x.category == "dense"
-
-        def tp(x, op):
-            return isinstance(x, CommOp) and x.group == "tp" and x.op == op
-
-        out, i = [], 0
-        while i < len(items):
-            a, b = items[i], items[i + 1] if i + 1 < len(items) else None
-            if b is not None and ((tp(a, "all_gather") and gemm(b)) or (gemm(a) and tp(b, "reduce_scatter"))):
-                out.append((a, b))
-                i += 2
-            else:
-                out.append((a,))
-                i += 1
-        return out
 
     def _optimizer(self, g: Group):
         nbytes = self.plan.optimizer_step_bytes(g.s, ADAM_STEP_TRAFFIC_BYTES_PER_PARAM)
