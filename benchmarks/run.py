@@ -95,6 +95,27 @@ def timed_process(argv: list[str]) -> tuple[float, float]:
     return wall_s, peak_kib / 1024  # Linux reports KiB
 
 
+def modules_without_bytecode(root: Path) -> int:
+    """How many of dcsim's modules (sim/, hardware_models/ under `root`) have no .pyc that Python
+    would use (missing, or written for another source: the timestamp check, as the import system
+    makes it)."""
+    import importlib.util
+
+    missing = 0
+    for source in [*root.glob("sim/**/*.py"), *root.glob("hardware_models/**/*.py")]:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        try:
+            header = cached.read_bytes()[:16]
+        except OSError:
+            missing += 1
+            continue
+        stat = source.stat()
+        flags, mtime, size = (int.from_bytes(header[i : i + 4], "little") for i in (4, 8, 12))
+        if flags != 0 or mtime != int(stat.st_mtime) & 0xFFFFFFFF or size != stat.st_size & 0xFFFFFFFF:
+            missing += 1
+    return missing
+
+
 def startup_rows(repeats: int) -> None:
     """Start-up rows of the table: median wall time of `repeats` fresh processes per command."""
     dcsim = [shutil.which("dcsim") or sys.executable, *([] if shutil.which("dcsim") else ["-m", "sim.cli"])]
@@ -181,8 +202,12 @@ def main() -> None:
         f"{'targets':32s} {'met':12s} metric"
     )
     if not args.no_startup:
-        if sys.flags.dont_write_bytecode:
-            print("note: bytecode caching is off here (PYTHONDONTWRITEBYTECODE): every process compiles dcsim")
+        uncached = modules_without_bytecode(HERE.parent)
+        if sys.flags.dont_write_bytecode and uncached:
+            print(
+                f"note: bytecode caching is off here (PYTHONDONTWRITEBYTECODE) and {uncached} of dcsim's modules have no "
+                "up-to-date .pyc: every process compiles them (`python -m compileall -q sim hardware_models` writes them)"
+            )
         print(header)
         startup_rows(args.startup_repeats)
         print()
