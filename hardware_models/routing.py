@@ -59,14 +59,25 @@ class BatchRouter:
 
     def _path_table(self) -> tuple[np.ndarray, np.ndarray]:
         """Every switch path known so far as a -1-padded (paths x hops) array, and its latency;
-        rebuilt only when new switch pairs were routed."""
-        if self._table is None or len(self._table[0]) != len(self._paths):
-            width = max(len(p) for p in self._paths) if self._paths else 0
-            padded = np.full((len(self._paths), width), -1, dtype=np.int64)
-            for i, p in enumerate(self._paths):
-                padded[i, : len(p)] = p
-            lat = self.topo.latency
-            self._table = (padded, np.where(padded >= 0, lat[np.maximum(padded, 0)], 0.0).sum(axis=1))
+        extended by the paths of switch pairs routed since (rebuilt whole only when a longer path
+        widens it: the rows and sums a whole rebuild would give)."""
+        table, paths = self._table, self._paths
+        built = 0 if table is None else len(table[0])
+        if built == len(paths):
+            assert table is not None
+            return table
+        width = max(len(p) for p in paths[built:])
+        if table is not None and width > table[0].shape[1]:
+            table, built = None, 0  # a longer path: every row padded anew
+        width = max(width, 0 if table is None else table[0].shape[1])
+        padded = np.full((len(paths) - built, width), -1, dtype=np.int64)
+        for i, p in enumerate(paths[built:]):
+            padded[i, : len(p)] = p
+        lat = self.topo.latency
+        latency = np.where(padded >= 0, lat[np.maximum(padded, 0)], 0.0).sum(axis=1)
+        if table is not None:
+            padded, latency = np.concatenate([table[0], padded]), np.concatenate([table[1], latency])
+        self._table = (padded, latency)
         return self._table
 
     def route(self, srcs: list[str], dsts: list[str]) -> RoutedFlows | None:

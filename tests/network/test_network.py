@@ -170,6 +170,34 @@ def test_batch_routing_equals_per_pair_routing():
         assert batch.latency[k] == pytest.approx([topo.path_latency_s(p) for p in got[i]])
 
 
+def test_batch_routing_grows_its_path_table_as_a_whole_rebuild_would():
+    """The router keeps every switch path it has met in one padded table, extended as new switch
+    pairs are routed (and padded anew when a longer path widens it): routing pairs a few at a time,
+    shortest paths first, gives the table and routes of routing them all at once."""
+    from hardware_models.routing import BatchRouter
+
+    c = make_cluster(nodes=8, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 3})
+    topo = c.topology
+    nodes = c.nodes(range(c.num_gpus))
+    pairs = [(a, b) for a in nodes for b in nodes]
+    pairs.sort(key=lambda p: len(topo.routes(*p)[0]))  # same host, same leaf, then across the spines
+    grown, whole = BatchRouter(topo), BatchRouter(topo)
+    for k in range(0, len(pairs), 37):
+        chunk = pairs[k : k + 37]
+        grown.route([a for a, _ in chunk], [b for _, b in chunk])
+    widths = {len(p) for p in grown._paths}
+    assert len(widths) > 1  # the table was widened on the way
+    srcs, dsts = [a for a, _ in pairs], [b for _, b in pairs]
+    once, again = whole.route(srcs, dsts), grown.route(srcs, dsts)
+    width = max(widths)  # the whole table built at once, as before it grew in place
+    padded = np.array([[*p, *[-1] * (width - len(p))] for p in grown._paths], dtype=np.int64)
+    latency = np.where(padded >= 0, topo.latency[np.maximum(padded, 0)], 0.0).sum(axis=1)
+    table = grown._path_table()
+    assert np.array_equal(table[0], padded) and np.array_equal(table[1], latency)
+    for field in ("flat", "lengths", "owner", "share", "latency"):
+        assert np.array_equal(getattr(once, field), getattr(again, field)), field
+
+
 def test_bulk_and_single_transfers_give_identical_times_and_link_bytes():
     flows_spec = [(i, j, 1e7 * (1 + (3 * i + j) % 5)) for i in range(8) for j in range(8) if i != j]
 
