@@ -66,10 +66,11 @@ class BatchRouter:
         if built == len(paths):
             assert table is not None
             return table
-        width = max(len(p) for p in paths[built:])
+        width = max(len(p) for p in paths[built:])  # of the new paths
         if table is not None and width > table[0].shape[1]:
             table, built = None, 0  # a longer path: every row padded anew
-        width = max(width, 0 if table is None else table[0].shape[1])
+        if table is not None:
+            width = table[0].shape[1]
         padded = np.full((len(paths) - built, width), -1, dtype=np.int64)
         for i, p in enumerate(paths[built:]):
             padded[i, : len(p)] = p

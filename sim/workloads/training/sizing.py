@@ -68,6 +68,7 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     p2p_flows = groups * ops * group if pp > 1 else 0
     dp_flows = (2 if cfg.data_parallel == "fsdp" else 1) * dp * cp * tp * pp
     flows = collective_flows + p2p_flows + dp_flows
+    simulated_flows = flows - replayed_layers * layer.flows
     dp_collectives = (2 if cfg.data_parallel == "fsdp" else 1) * pp * c.virtual_stages * tp  # one streamed ring each
     events = (
         EVENTS_PER_KERNEL_RUN * detailed_layers * layer.kernel_runs
@@ -78,12 +79,12 @@ def training_estimate(cfg, hw, network_model: str) -> Estimate:
     per_iter = Estimate(
         events=events,
         flows=flows,
-        simulated_flows=flows - replayed_layers * layer.flows,
+        simulated_flows=simulated_flows,
         peak_flows=groups * group + dp_flows / 2,
         kernels=kernels,
         spans=kernels + p2p_flows + dp_flows + groups * ops,
         event_cost=EVENT_COST_BY_NETWORK.get(network_model, 1.0),
-        extra_work_s=SECONDS_PER_SIMULATED_FLOW.get(network_model, 0.0) * (flows - replayed_layers * layer.flows),
+        extra_work_s=SECONDS_PER_SIMULATED_FLOW.get(network_model, 0.0) * simulated_flows,
     )
     est = Estimate(
         path="workload.iterations",
