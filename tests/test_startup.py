@@ -2,9 +2,10 @@
 
 `import sim`, `import sim.cli` and `dcsim --help` load no heavy library (pandas, matplotlib, scipy,
 dask, torch, pint, numba) and no workload package; a scenario loads the package of its own kind only,
-and running a small one needs no matplotlib, scipy, dask, torch, networkx or numba (routing works on
-the link arrays; networkx only for a graph file or a `graph` view; its fillings are small enough for
-plain Python, so the compiled filling's numba is not loaded). Each check runs in a fresh
+and running a small one, report included, needs no pandas, pyarrow, matplotlib, scipy, dask, torch,
+networkx or numba (the bottleneck report computes on the recorder's columns, sim/report/columns.py;
+routing works on the link arrays; networkx only for a graph file or a `graph` view; its fillings are
+small enough for plain Python, so the compiled filling's numba is not loaded). Each check runs in a fresh
 interpreter (a subprocess) and reads its `sys.modules`.
 """
 
@@ -61,10 +62,10 @@ def test_the_cli_and_the_package_import_nothing_heavy(code):
 def test_loading_a_scenario_imports_its_own_kind_only():
     loaded = loaded_after(f"from sim import load_scenario\nload_scenario({ALLREDUCE!r})")
     assert _kinds_loaded(loaded) == {"collective"}
-    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "networkx"}  # (pandas: the cluster's modules)
+    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "networkx", "pandas", "pyarrow"}
 
 
-def test_a_small_run_needs_no_plotting_scipy_dask_torch_pint_or_networkx(tmp_path):
+def test_a_small_run_and_its_report_need_no_pandas_plotting_scipy_dask_torch_pint_or_networkx(tmp_path):
     run = (
         "import io, contextlib\nfrom sim.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
@@ -75,5 +76,5 @@ def test_a_small_run_needs_no_plotting_scipy_dask_torch_pint_or_networkx(tmp_pat
     )
     loaded_after(run, tmp_path)  # the first run asks pint for the units' factors and remembers them
     loaded = loaded_after(run, tmp_path)
-    assert not loaded & {"matplotlib", "scipy", "dask", "torch", "pint", "networkx", "numba"}, sorted(loaded)
+    assert not loaded & {"pandas", "pyarrow", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "numba"}
     assert _kinds_loaded(loaded) == {"collective"}

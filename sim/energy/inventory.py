@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from hardware_models.spec import PowerSpec
+from sim.engine.codes import factorize
 
 CLASSES = ("gpu", "cpu", "dram", "chassis", "nic", "scale_up", "host_link", "memory_tier", "switch", "facility")
 CLASS_ROW = {c: i for i, c in enumerate(CLASSES)}
@@ -165,9 +165,9 @@ class Inventory:
         the tier (or medium) end's host. Attributes are found once per node, then set per link."""
         topo, hw, site = self.topology, self.hw, self.site
         n = topo.num_links
-        codes, nodes = pd.factorize(np.asarray(topo.link_src + topo.link_dst, dtype=object))
+        codes, nodes = factorize(np.asarray(topo.link_src + topo.link_dst, dtype=object))
         src, dst = codes[:n], codes[n:]
-        kind_codes, kinds = pd.factorize(np.asarray(topo.link_kind, dtype=object))
+        kind_codes, kinds = factorize(np.asarray(topo.link_kind, dtype=object))
         is_kind = {k: kind_codes == i for i, k in enumerate(kinds)}
         none = np.zeros(n, dtype=bool)
         cap = np.asarray(topo.capacity, dtype=float)

@@ -44,15 +44,18 @@ breakdowns `energy_j_by_class` and `energy_j_by_scope` (gpu_hosts, pool.{name}, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
 from sim.engine.activity import SpanActivity, block_edges, union
 from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 from sim.engine.open_intervals import JOIN_ABS, JOIN_REL, OpenIntervals
 from sim.engine.replay import StepKey
+
+if TYPE_CHECKING:  # pandas is imported by the tables below only (a run's metrics need none)
+    import pandas as pd
 
 # merged intervals from which the per-device sweep runs compiled (sim/energy/sweep_kernel.py): below,
 # numpy's sort costs less than loading numba (~0.35 s), which a small run then never does
@@ -413,6 +416,8 @@ class PowerReport:
 
     def class_power(self) -> pd.DataFrame:
         """Cluster power per class (W) over time: index `t_s` (bin start), one column per class."""
+        import pandas as pd
+
         t, watts = self._series(self.class_j, self.bin_s)
         return pd.DataFrame(watts.T, index=pd.Index(t, name="t_s"), columns=list(CLASSES))
 
@@ -422,6 +427,8 @@ class PowerReport:
 
     def group_power(self) -> pd.DataFrame:
         """Power per group (host, pool host, switch) in W over the coarse bins."""
+        import pandas as pd
+
         t, watts = self._series(self.group_j, self.group_bin_s)
         names = [g.name for g in self.inventory.groups]
         return pd.DataFrame(watts.T, index=pd.Index(t, name="t_s"), columns=names)
@@ -433,6 +440,8 @@ class PowerReport:
         return groups.T.groupby(racks, sort=True).sum().T
 
     def group_energy(self) -> pd.DataFrame:
+        import pandas as pd
+
         inv = self.inventory
         n = self._series(self.group_j, self.group_bin_s)[0].size
         return pd.DataFrame(

@@ -10,5 +10,6 @@
   interval of transfers (and exact running extrema within groups).
 - `progress`: driving a run to completion with an optional progress bar.
 - `cost`: `Estimate`, what a run will create counted before it runs, and the per-item costs.
+- `codes`: integer codes of values and rows in order of first appearance (`factorize`).
 - `plotting`: the matplotlib backend and helpers every plot shares (`time_scale`, `finish`).
 """

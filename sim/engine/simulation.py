@@ -34,7 +34,6 @@ from heapq import heappop, heappush
 from itertools import count
 
 import numpy as np
-import pandas as pd
 import simpy
 from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
 
@@ -342,10 +341,23 @@ class Recorder:
         order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once."""
         self.skeleton.add_steps(steps)
 
-    def frame(self) -> pd.DataFrame:
-        df = pd.DataFrame(self.rows, columns=SPAN_COLUMNS)
-        df["duration_s"] = df["end_s"] - df["start_s"]
-        return df
+    def columns(self) -> dict[str, np.ndarray]:
+        """The kept spans as columns (SPAN_COLUMNS and `duration_s`): text as object arrays, times and
+        sizes as floats, ids and causes as integers."""
+        text = {"component", "track", "name", "category"}
+        ints = {"id", "after", "until"}
+        columns = {
+            name: np.array(values, dtype=object if name in text else np.int64 if name in ints else float)
+            for name, values in zip(SPAN_COLUMNS, zip(*self.rows) if self.rows else [()] * len(SPAN_COLUMNS))
+        }
+        columns["duration_s"] = columns["end_s"] - columns["start_s"]
+        return columns
+
+    def frame(self):
+        """The kept spans as a pandas DataFrame (`columns`)."""
+        import pandas as pd  # only where a table is wanted: a run's report needs none
+
+        return pd.DataFrame(self.columns())
 
 
 class Simulation:

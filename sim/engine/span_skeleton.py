@@ -23,7 +23,6 @@ from array import array
 from collections import deque
 
 import numpy as np
-import pandas as pd
 
 SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, the oldest skeletons go (the path is then partial)
 
@@ -72,6 +71,11 @@ class SpanSkeleton:
             self._chunked -= taken
             self.lost += taken
             drop -= taken
+
+    @property
+    def interned(self) -> list[str]:
+        """The names interned so far, in code order."""
+        return list(self._names)
 
     def code(self, text: str) -> int:
         """The small integer standing for a component, track or category name."""
@@ -192,32 +196,32 @@ class SpanSkeleton:
         self._chunks = deque([merged])  # type: ignore[list-item]
         return merged  # type: ignore[return-value]
 
-    def frame(self) -> pd.DataFrame:
-        """The skeletons as rows of the span table (no name, bytes or FLOPs); names as categoricals
-        of the interned codes (millions of rows: no string per row)."""
+    def columns(self) -> dict[str, np.ndarray]:
+        """The skeletons as columns of the span table (Recorder.columns; no name, bytes or FLOPs);
+        text as object arrays of the interned strings (millions of rows: one string object each)."""
         where, times, causes = self._arrays()
-        names = list(self._names) or [""]
+        names = np.array(list(self._names) or [""], dtype=object)
         n = len(times)
+        return {
+            "component": names[where[:, 0]],
+            "track": names[where[:, 1]],
+            "name": np.full(n, "", dtype=object),
+            "start_s": times[:, 0],
+            "end_s": times[:, 1],
+            "bytes": np.zeros(n),
+            "flop": np.zeros(n),
+            "category": names[where[:, 2]],
+            "id": causes[:, 0],
+            "after": causes[:, 1],
+            "until": causes[:, 2],
+            "duration_s": times[:, 1] - times[:, 0],
+        }
 
-        def column(k: int) -> pd.Categorical:
-            return pd.Categorical.from_codes(where[:, k], categories=names)
+    def frame(self):
+        """`columns` as a pandas DataFrame."""
+        import pandas as pd  # only where a table is wanted
 
-        return pd.DataFrame(
-            {
-                "component": column(0),
-                "track": column(1),
-                "name": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""]),
-                "start_s": times[:, 0],
-                "end_s": times[:, 1],
-                "bytes": 0.0,
-                "flop": 0.0,
-                "category": column(2),
-                "id": causes[:, 0],
-                "after": causes[:, 1],
-                "until": causes[:, 2],
-                "duration_s": times[:, 1] - times[:, 0],
-            }
-        )
+        return pd.DataFrame(self.columns())
 
 
 class _Bulk:

@@ -24,14 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from hardware_models.topology import Topology
 from sim.engine.replay import StepKey
 from sim.engine.simulation import Simulation
+
+if TYPE_CHECKING:  # pandas: `link_table` only (a run's report takes `link_columns`)
+    import pandas as pd
 
 Flow = tuple[str, str, float]
 
@@ -425,21 +428,27 @@ class Network:
             self._track_cache[(src, dst)] = kind
         return kind
 
-    def link_table(self, elapsed_s: float | None = None) -> pd.DataFrame:
-        """Per-link bytes, busy time and utilisation (bytes / (capacity x elapsed))."""
+    def link_columns(self, elapsed_s: float | None = None) -> dict[str, np.ndarray]:
+        """Per link: name, kind, capacity, bytes carried, busy time and utilisation (bytes /
+        (capacity x elapsed), default elapsed: now), as columns."""
         topo = self.topology
         elapsed = elapsed_s if elapsed_s is not None else self.sim.now
-        df = pd.DataFrame(
-            {
-                "link": [topo.link_name(i) for i in range(topo.num_links)],
-                "kind": topo.link_kind,
-                "capacity_bytes_per_s": topo.capacity,
-                "bytes": self.link_bytes,
-                "busy_s": self.link_busy_s,
-            }
-        )
-        df["utilisation"] = df["bytes"] / (df["capacity_bytes_per_s"] * elapsed) if elapsed > 0 else 0.0
-        return df
+        capacity = np.asarray(topo.capacity, dtype=float)
+        nbytes = np.asarray(self.link_bytes, dtype=float)
+        return {
+            "link": np.array([topo.link_name(i) for i in range(topo.num_links)], dtype=object),
+            "kind": np.array(topo.link_kind, dtype=object),
+            "capacity_bytes_per_s": capacity,
+            "bytes": nbytes,
+            "busy_s": np.asarray(self.link_busy_s, dtype=float),
+            "utilisation": nbytes / (capacity * elapsed) if elapsed > 0 else np.zeros(len(nbytes)),
+        }
+
+    def link_table(self, elapsed_s: float | None = None) -> pd.DataFrame:
+        """`link_columns` as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.link_columns(elapsed_s))
 
 
 def select_rows(routed: Routed, mask: np.ndarray) -> Routed:

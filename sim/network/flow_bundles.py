@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+
+from sim.engine.codes import factorize
 
 _SMALL_BATCH = 64  # batches up to this many flows are looked up one by one
 
@@ -56,15 +57,16 @@ def _unique_rows(keys: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
         if i >= m and (column == column[0]).all():
             continue
         if i < m:  # link ids: their own radix
-            column_code, values = column.astype(np.int64), range(int(column.max()) + 1)
+            column_code, size = column.astype(np.int64), int(column.max()) + 1
         else:
-            column_code, values = pd.factorize(column)
-        radix *= len(values)
+            column_code, values = factorize(column)
+            size = len(values)
+        radix *= size
         if radix >= 2**62:
             _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
             return first, inverse.ravel()
-        code = code * len(values) + column_code
-    inverse, distinct = pd.factorize(code)
+        code = code * size + column_code
+    inverse, distinct = factorize(code)
     first = np.empty(len(distinct), dtype=np.int64)
     first[inverse] = np.arange(len(inverse))  # any row of a kind represents it
     return first, inverse

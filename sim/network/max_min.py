@@ -139,6 +139,7 @@ def _python_filling(
     remaining = {l: float(capacity[l]) for l in count}
     rate = [np.inf] * n
     live = list(range(len(link)))  # entries of unfrozen flows
+    unfrozen = len(set(row))  # their flows
     while live:
         share = {l: max(remaining[l], 0.0) / count[l] for l in count if entries[l] > 0}
         level = min(share.values())
@@ -148,6 +149,11 @@ def _python_filling(
             for i in live:
                 if share[link[i]] <= limit:
                     link_level[link[i]] = level
+        unfrozen -= len(newly)
+        if not unfrozen:  # the last level (often the only one): nothing left to update
+            for r in newly:
+                rate[r] = level
+            break
         frozen_sum: dict[int, float] = {}
         kept = []
         for i in live:

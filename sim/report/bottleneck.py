@@ -32,11 +32,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import pandas as pd
-from pandas.api.types import union_categoricals
 
+from sim.engine.codes import factorize_rows
+from sim.report.columns import Columns, columns_of, concat
 from sim.report.critical_path import GAP, START, UNRECORDED, as_seen_by, walk
-from sim.report.resources import PHASE_CATEGORIES, WAIT_CATEGORIES, busy_by_resource, is_wrapper, label, with_resources
+from sim.report.resources import PHASE_CATEGORIES, WAIT_CATEGORIES, busy_table, is_wrapper, label, with_resources
 from sim.workloads import workload_for
 from sim.workloads.base import PathReading
 
@@ -44,36 +44,33 @@ NETWORK_RESOURCES = ("scale_up", "nic", "host", "fabric")
 RUNNER_UP_SHARE = 0.15  # other resources named in the bottleneck row from this share of the path
 
 
-def infer_causes(spans: pd.DataFrame) -> pd.DataFrame:
-    """`spans` with `id`, `after` and `until` where it has none (see the module docstring): each
-    span waited for the last one (in end order, flows after the stream spans waiting for them, then
-    the one that started first) that ended at or before its start."""
-    if {"id", "after", "until"} <= set(spans.columns):
+def infer_causes(spans) -> Columns:
+    """`spans` (Columns or a DataFrame) with `id`, `after` and `until` where it has none (see the
+    module docstring): each span waited for the last one (in end order, flows after the stream spans
+    waiting for them, then the one that started first) that ended at or before its start."""
+    spans = columns_of(spans)
+    if {"id", "after", "until"} <= set(spans):
         return spans
-    spans = with_resources(spans).reset_index(drop=True)
+    spans = with_resources(spans)
     wrapper = np.array(
-        [
-            is_wrapper(r, c)
-            for r, c in zip(spans["resource"].to_numpy(dtype=object), spans["category"].to_numpy(dtype=object))
-        ],
-        dtype=bool,
+        [is_wrapper(r, c) for r, c in zip(spans["resource"].tolist(), spans["category"].tolist())], dtype=bool
     )
-    order = np.lexsort((-spans["start_s"].to_numpy(), ~wrapper, spans["end_s"].to_numpy()))
-    ends = spans["end_s"].to_numpy()[order]
-    pred = np.searchsorted(ends, spans["start_s"].to_numpy()[order], side="right") - 1
-    ids = np.empty(len(spans), dtype=np.int64)
-    ids[order] = np.arange(len(spans))  # ids in end order: the span that ended last has the largest
-    cause = np.full(len(spans), -1, dtype=np.int64)
+    order = np.lexsort((-spans["start_s"], ~wrapper, spans["end_s"]))
+    ends = spans["end_s"][order]
+    pred = np.searchsorted(ends, spans["start_s"][order], side="right") - 1
+    ids = np.empty(spans.rows, dtype=np.int64)
+    ids[order] = np.arange(spans.rows)  # ids in end order: the span that ended last has the largest
+    cause = np.full(spans.rows, -1, dtype=np.int64)
     cause[order] = np.where(pred >= 0, pred, -1)
     return spans.assign(id=ids, after=cause, until=cause)
 
 
-def critical_path(spans: pd.DataFrame) -> pd.DataFrame:
+def critical_path(spans) -> Columns:
     """The spans of the critical path in time order (with `resource`, `charged_s` and `gap_before_s`)."""
     return with_resources(walk(infer_causes(spans)).spans)
 
 
-def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) -> pd.DataFrame:
+def attribute_links(path: Columns, topology, links: Columns | None) -> Columns:
     """`path` with `link` and `resource` refined by the link table. A flow (named `... ->dst`) is
     charged to the most utilised link of its route and takes that link's kind (a flow that leaves
     by its NIC but is held up on a leaf uplink is `fabric`-bound). A bulk transfer (`name (N flows)`,
@@ -84,9 +81,9 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
     path = path.assign(link=None)
     if topology is None or links is None or links.empty or path.empty:
         return path
-    util = links["utilisation"].to_numpy()
-    kinds = links["kind"].to_numpy()
-    link_names = links["link"].to_numpy(dtype=object)
+    util = links["utilisation"].astype(float)
+    kinds = links["kind"].astype(object)
+    link_names = links["link"].astype(object)
     sources = np.array([str(n).split("->", 1)[0] for n in link_names], dtype=object)
     network = kinds != "memory"
     own_links: dict[str, np.ndarray] = {}  # component -> its network links (out of the loop: 100K+ links)
@@ -98,12 +95,10 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
         for part in np.split(net_ids[by_source], cuts):
             own_links[str(sources[part[0]])] = part  # ascending link ids (stable sort)
     no_links = np.zeros(0, dtype=np.int64)
-    names, resources = [None] * len(path), path["resource"].to_numpy(dtype=object).tolist()
+    names, resources = [None] * path.rows, path["resource"].tolist()
     routes: dict[tuple[str, str], list[int]] = {}
-    categories = path["category"].to_numpy(dtype=object)
-    for i, (comp, name, res) in enumerate(
-        zip(path["component"].to_numpy(dtype=object), path["name"].to_numpy(dtype=object), list(resources))
-    ):
+    categories = path["category"].tolist()
+    for i, (comp, name, res) in enumerate(zip(path["component"].tolist(), path["name"].tolist(), list(resources))):
         wrapper = is_wrapper(res, categories[i])
         if res not in NETWORK_RESOURCES and not res.startswith(("memory:", "storage:")) and not wrapper:
             continue
@@ -131,46 +126,54 @@ def attribute_links(path: pd.DataFrame, topology, links: pd.DataFrame | None) ->
     return path.assign(link=names, resource=resources)
 
 
-def link_summary(links: pd.DataFrame) -> dict:
+def link_summary(links) -> dict:
     """Per link kind: max and mean utilisation and the busiest link (links that carried bytes)."""
-    out = {}
-    if links is None or links.empty:
+    out: dict[str, dict] = {}
+    if links is None:
         return out
-    used = links[links["bytes"] > 0]
-    for kind, df in used.groupby("kind", sort=True):
-        top = df.sort_values(["utilisation", "link"], ascending=[False, True]).iloc[0]
+    links = columns_of(links)
+    used = links.take(links["bytes"] > 0)
+    kinds = used["kind"].astype(object)
+    for kind in sorted(set(kinds.tolist())):
+        mine = used.take(kinds == kind)
+        util, names = mine["utilisation"].astype(float), mine["link"].astype(object)
+        top = int(np.lexsort((names, -util))[0])  # the most utilised; among equals, the first by name
         out[kind] = {
-            "max_utilisation": float(top["utilisation"]),
-            "mean_utilisation": float(df["utilisation"].mean()),
-            "busiest_link": str(top["link"]),
-            "links_used": len(df),
+            "max_utilisation": float(util[top]),
+            "mean_utilisation": float(util.mean()),
+            "busiest_link": str(names[top]),
+            "links_used": mine.rows,
         }
     return out
 
 
 def bottleneck_report(
-    spans: pd.DataFrame,
-    links: pd.DataFrame | None = None,
+    spans,
+    links=None,
     topology=None,
     sim_time_s: float | None = None,
     spans_dropped: int = 0,
-    read: Callable[[pd.DataFrame], PathReading] | None = None,
-    skeletons: pd.DataFrame | None = None,
+    read: Callable[[Columns], PathReading] | None = None,
+    skeletons=None,
 ) -> dict:
-    """The report stored as `bottleneck` in summary.json (plain JSON types). `read(path)`: the
+    """The report stored as `bottleneck` in summary.json (plain JSON types). `spans` and `links`:
+    Columns or DataFrames (the recorder's spans, the network's link table). `read(path)`: the
     workload's reading of the path (`Workload.read_critical_path`); `skeletons`: what the spans the
-    recorder dropped left (sim/engine/span_skeleton.py), walked with the spans; busy times come from
-    the spans kept."""
-    window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if len(spans) else 0.0))
+    recorder dropped left (sim/engine/span_skeleton.py), walked with the spans; busy
+    times come from the spans kept."""
+    spans = columns_of(spans)
+    links = columns_of(links) if links is not None else None
+    window = float(sim_time_s if sim_time_s else (spans["end_s"].max() if spans.rows else 0.0))
+    skeletons = columns_of(skeletons) if skeletons is not None else None
     every = spans if skeletons is None or skeletons.empty else _with_skeletons(spans, skeletons)
     causes = infer_causes(every)
     walked = walk(causes)
     path = attribute_links(with_resources(walked.spans), topology, links)
     reading = read(path) if read is not None else PathReading(path)
-    path = reading.path
+    path = columns_of(reading.path)
     if reading.seen_by:
         first = reading.seen_by[0]
-        if str(path["component"].iloc[-1]) != first:  # the path to its last span instead
+        if str(path["component"][-1]) != first:  # the path to its last span instead
             walked = walk(causes, first)
             path = attribute_links(with_resources(walked.spans), topology, links)
         waiting_for = reading.waiting_for or (lambda resource, component, viewer: resource)
@@ -185,14 +188,14 @@ def bottleneck_report(
             )
             for viewer in reading.seen_by
         ]
-        path = pd.concat(views, ignore_index=True)
-        path["charged_s"] /= len(views)
-        walked.idle_s += min(reading.since_s, float(path["end_s"].max()) if len(path) else 0.0)
-    breakdown = path.groupby("resource", sort=False)["charged_s"].sum()
+        path = concat(views)
+        path["charged_s"] = path["charged_s"] / len(views)
+        walked.idle_s += min(reading.since_s, float(path["end_s"].max()) if path.rows else 0.0)
+    breakdown = _sums(path["resource"], path["charged_s"])
     breakdown = {str(k): float(v) for k, v in breakdown.items() if v > 0}
-    covered = float(path["end_s"].max()) if len(path) else 0.0
+    covered = float(path["end_s"].max()) if path.rows else 0.0
     extra = {
-        GAP: float(path["gap_before_s"].sum()) if len(path) else 0.0,
+        GAP: float(path["gap_before_s"].sum()) if path.rows else 0.0,
         START: walked.idle_s + max(window - covered, 0.0),  # before the path, and after the last span
         UNRECORDED: walked.unrecorded_s,
     }
@@ -220,7 +223,7 @@ def bottleneck_report(
         "link_utilisation": None,
         "critical_path_s": total,
         "critical_path": breakdown,
-        "critical_path_spans": len(path),
+        "critical_path_spans": path.rows,
         "exact": walked.exact,
         "partial": walked.reason or None,
         "utilisation": {r: float(u) for r, u in sorted(utilisation.items())},
@@ -229,36 +232,34 @@ def bottleneck_report(
     }
     if reading.notes:
         report["workload"] = reading.notes
-    per_link = path[path["resource"] == resource].groupby("link")["charged_s"].sum()
-    if len(per_link) and links is not None:
-        top = per_link.sort_values(ascending=False, kind="stable").index[0]
+    on_resource = path.take(np.asarray(path["resource"] == resource, dtype=bool))
+    linked = np.array([link is not None and link == link for link in on_resource["link"].tolist()], dtype=bool)
+    per_link = _sums(on_resource["link"][linked], on_resource["charged_s"][linked], sort=True)
+    if per_link and links is not None:
+        top = max(per_link, key=per_link.__getitem__)  # the most seconds; among equals, the first by name
         report["link"] = str(top)
-        report["link_utilisation"] = float(links.loc[links["link"] == top, "utilisation"].iat[0])
+        report["link_utilisation"] = float(links["utilisation"][np.flatnonzero(links["link"] == top)[0]])
     return report
 
 
-def _with_skeletons(spans: pd.DataFrame, skeletons: pd.DataFrame) -> pd.DataFrame:
-    """The spans, then the skeletons, in one table; text columns as categoricals (millions of
-    skeletons: no string per row)."""
-    columns = {}
-    for col in spans.columns:
-        if col in ("component", "track", "name", "category"):
-            columns[col] = union_categoricals([_categorical(spans[col]), _categorical(skeletons[col])])
-        else:
-            columns[col] = np.concatenate([spans[col].to_numpy(), skeletons[col].to_numpy()])
-    return pd.DataFrame(columns, copy=False)  # the columns are new: no copy into 2-D blocks
+def _sums(keys: np.ndarray, values: np.ndarray, sort: bool = False) -> dict:
+    """Sum of `values` per key, keys in order of first appearance (`sort`: sorted)."""
+    codes, distinct = factorize_rows([keys])
+    summed = np.bincount(codes, values.astype(float), minlength=len(distinct))
+    out = {key: float(v) for (key,), v in zip(distinct, summed.tolist())}
+    return dict(sorted(out.items())) if sort else out
 
 
-def _categorical(values: pd.Series) -> pd.Categorical:
-    """`values` as a categorical whose categories are plain Python strings (one dtype to unite)."""
-    cat = values.array if isinstance(values.dtype, pd.CategoricalDtype) else pd.Categorical(values)
-    return pd.Categorical.from_codes(cat.codes, categories=pd.Index(list(cat.categories), dtype=object))
+def _with_skeletons(spans: Columns, skeletons: Columns) -> Columns:
+    """The spans, then the skeletons, in one table."""
+    return Columns({col: np.concatenate([spans[col], skeletons[col]]) for col in spans})
 
 
-def _utilisation(spans: pd.DataFrame, window: float):
-    table = busy_by_resource(spans, window)
+def _utilisation(spans: Columns, window: float):
+    table = busy_table(spans, window)
     phases = set(WAIT_CATEGORIES.values()) | set(PHASE_CATEGORIES.values())  # waits and phases: not resources
-    table = table[~table["resource"].isin(phases) & ~table["resource"].str.startswith("recovery")]
+    keep = [r not in phases and not r.startswith("recovery") for r in table["resource"].tolist()]
+    table = table.take(np.array(keep, dtype=bool))
     return table["resource"].tolist(), table["utilisation"].tolist()
 
 
@@ -308,13 +309,13 @@ def run_bottleneck(result) -> dict:
     workload = workload_for(config.kind) if config is not None else None
     skeleton = result.sim.recorder.skeleton
     report = bottleneck_report(
-        result.spans,
-        result.links,
+        result.span_columns,
+        result.cluster.network.link_columns(result.sim_time_s),
         result.cluster.topology,
         result.sim_time_s,
         result.sim.recorder.dropped,
         read=(lambda path: workload.read_critical_path(result, path)) if workload is not None else None,
-        skeletons=skeleton.frame() if len(skeleton) else None,
+        skeletons=skeleton.columns() if len(skeleton) else None,
     )
     if skeleton.lost and not report["exact"]:  # say which spans went, and what to do about it
         report["partial"] = (

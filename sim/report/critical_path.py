@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from sim.engine.codes import factorize_rows
+from sim.report.columns import Columns, columns_of
 from sim.report.resources import with_resources
 
 GAP = "latency"  # time between a cause's end and the span it released, with nothing recorded in between
@@ -39,7 +40,7 @@ class CriticalPath:
     before the path (`idle_s`, or `unrecorded_s` when it stopped at a dropped cause) and whether it
     was walked to its start (`exact`, else `reason`)."""
 
-    spans: pd.DataFrame
+    spans: Columns
     idle_s: float
     unrecorded_s: float
     exact: bool
@@ -50,21 +51,24 @@ class CriticalPath:
         return float(self.spans["charged_s"].sum() + self.spans["gap_before_s"].sum()) + self.idle_s + self.unrecorded_s
 
 
-def walk(spans: pd.DataFrame, component: str | None = None) -> CriticalPath:
-    """The critical path through `spans` (the recorder's frame: columns id, after, until, start_s,
-    end_s ...) to the span that ended last (of `component`, if given); see the module docstring."""
+def walk(spans, component: str | None = None) -> CriticalPath:
+    """The critical path through `spans` (the recorder's columns or a DataFrame: id, after, until,
+    start_s, end_s ...) to the span that ended last (of `component`, if given); see the module
+    docstring."""
+    spans = columns_of(spans)
     if spans.empty:
-        return CriticalPath(spans.assign(charged_s=[], gap_before_s=[], charged_until_s=[]), 0.0, 0.0, True)
-    ids = spans["id"].to_numpy(dtype=np.int64)
-    index = pd.Index(ids)
-    after = index.get_indexer(spans["after"].to_numpy(dtype=np.int64))
-    until = index.get_indexer(spans["until"].to_numpy(dtype=np.int64))
-    missing_after = (after < 0) & (spans["after"].to_numpy() >= 0)
-    missing_until = (until < 0) & (spans["until"].to_numpy() >= 0)
-    starts = spans["start_s"].to_numpy(dtype=float)
-    ends = spans["end_s"].to_numpy(dtype=float)
-    if component is not None and (spans["component"] == component).any():
-        mask = (spans["component"] == component).to_numpy()
+        return CriticalPath(
+            spans.assign(charged_s=np.zeros(0), gap_before_s=np.zeros(0), charged_until_s=np.zeros(0)), 0.0, 0.0, True
+        )
+    ids = spans["id"].astype(np.int64)
+    after = _positions(ids, spans["after"].astype(np.int64))
+    until = _positions(ids, spans["until"].astype(np.int64))
+    missing_after = (after < 0) & (spans["after"] >= 0)
+    missing_until = (until < 0) & (spans["until"] >= 0)
+    starts = spans["start_s"].astype(float)
+    ends = spans["end_s"].astype(float)
+    mask = np.asarray(spans["component"] == component, dtype=bool) if component is not None else None
+    if mask is not None and mask.any():
         cur = int(np.flatnonzero(mask)[np.lexsort((ids[mask], ends[mask]))[-1]])
     else:
         cur = int(np.lexsort((ids, ends))[-1])  # ended last; among equal ends, recorded last
@@ -105,19 +109,29 @@ def walk(spans: pd.DataFrame, component: str | None = None) -> CriticalPath:
         cur = prev
     else:  # a cycle of causes cannot happen (a cause is recorded before what it releases)
         raise RuntimeError("the causes of the recorded spans form a cycle")
-    order = rows[::-1]
-    path = spans.iloc[order].assign(charged_s=charged[::-1], gap_before_s=gaps[::-1], charged_until_s=marks[::-1])
-    return CriticalPath(path.reset_index(drop=True), idle, unrecorded, exact, reason)
+    order = np.array(rows[::-1], dtype=np.int64)
+    path = spans.take(order).assign(
+        charged_s=np.array(charged[::-1]), gap_before_s=np.array(gaps[::-1]), charged_until_s=np.array(marks[::-1])
+    )
+    return CriticalPath(path, idle, unrecorded, exact, reason)
+
+
+def _positions(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The row of each id in `wanted` among the distinct `ids` (-1 where none has it)."""
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    at = np.minimum(np.searchsorted(sorted_ids, wanted), len(ids) - 1)
+    return np.where(sorted_ids[at] == wanted, order[at], -1)
 
 
 def as_seen_by(
-    path: pd.DataFrame,
-    spans: pd.DataFrame,
+    path: Columns,
+    spans: Columns,
     component: str,
     waiting_for,
     since_s: float = 0.0,
     track: str | None = None,
-) -> pd.DataFrame:
+) -> Columns:
     """The run as one component lived it: each instant it was busy is charged to the resource of what
     it ran (a kernel before the communication it overlaps: `_busy_pieces`), each instant it was idle to what the critical path did
     then, renamed by `waiting_for(path_row_resource, path_row_component)` (a GPU of another pipeline
@@ -125,10 +139,10 @@ def as_seen_by(
     gap_before_s, link), ready for the report's sums; the time before the path, and before `since_s`
     (a warm-up the kind's metrics leave out), is not included. `track`: only the component's spans on
     that track are its own (a trainer host whose cores also preprocess)."""
-    mine = (spans["component"] == component) & (spans["end_s"] > spans["start_s"])
+    mine = np.asarray(spans["component"] == component, dtype=bool) & (spans["end_s"] > spans["start_s"])
     if track is not None:
-        mine &= spans["track"] == track
-    own = with_resources(spans[mine])
+        mine &= np.asarray(spans["track"] == track, dtype=bool)
+    own = with_resources(spans.take(mine))
     pieces_own = _busy_pieces(own)
     busy = _Coverage([a for a, _, _ in pieces_own], [b for _, b, _ in pieces_own])
     busy_res = [r for _, _, r in pieces_own]
@@ -138,10 +152,10 @@ def as_seen_by(
     ]
     # each path row charges [until - charged, until] to what it waited for and the gap before it to
     # latency; the component's own busy parts of both go to what it ran
-    until = path["charged_until_s"].to_numpy(dtype=float)
-    charged = path["charged_s"].to_numpy(dtype=float)
-    gap = path["gap_before_s"].to_numpy(dtype=float)
-    n = len(path)
+    until = path["charged_until_s"].astype(float)
+    charged = path["charged_s"].astype(float)
+    gap = path["gap_before_s"].astype(float)
+    n = path.rows
     a = np.empty(2 * n)
     b = np.empty(2 * n)
     a[0::2], b[0::2] = until - charged, until
@@ -149,12 +163,12 @@ def as_seen_by(
     a = np.maximum(a, since_s)
     length = np.where(b > a, b - a, 0.0)
     b = np.maximum(a, b)
-    comps = path["component"].to_numpy(dtype=object)
-    links = path["link"].to_numpy(dtype=object) if "link" in path.columns else np.full(n, None, dtype=object)
+    comps = path["component"].astype(object)
+    links = path["link"].astype(object) if "link" in path else np.full(n, None, dtype=object)
     seen: dict[tuple, str] = {}
     waited = [
         seen[key] if key in seen else seen.setdefault(key, waiting_for(*key))
-        for key in zip(path["resource"].to_numpy(dtype=object).tolist(), comps.tolist())
+        for key in zip(path["resource"].astype(object).tolist(), comps.tolist())
     ]
     key_comp = np.repeat(comps, 2)
     key_res = np.empty(2 * n, dtype=object)
@@ -171,19 +185,22 @@ def as_seen_by(
                 cover.upto(b) - cover.upto(a),
             )
         )
-    table = pd.DataFrame(
+    component_of = np.concatenate([c[0] for c in columns])
+    resource_of = np.concatenate([c[1] for c in columns])
+    link_of = np.concatenate([c[2] for c in columns])
+    seconds = np.concatenate([c[3] for c in columns])
+    keep = seconds > _NOISE_S * np.maximum(1.0, np.tile(length, len(columns)))
+    codes, keys = factorize_rows([component_of[keep], resource_of[keep], link_of[keep]])
+    summed = np.bincount(codes, seconds[keep], minlength=len(keys))
+    out = Columns(
         {
-            "component": np.concatenate([c[0] for c in columns]),
-            "resource": np.concatenate([c[1] for c in columns]),
-            "link": np.concatenate([c[2] for c in columns]),
-            "charged_s": np.concatenate([c[3] for c in columns]),
+            "component": np.array([k[0] for k in keys], dtype=object),
+            "resource": np.array([k[1] for k in keys], dtype=object),
+            "link": np.array([k[2] for k in keys], dtype=object),
+            "charged_s": summed,
         }
     )
-    table = table[table["charged_s"] > _NOISE_S * np.maximum(1.0, np.tile(length, len(columns)))]
-    out = table.groupby(["component", "resource", "link"], sort=False, dropna=False, observed=True)["charged_s"].sum()
-    out = out.reset_index().astype({"link": object})
-    out["link"] = out["link"].where(out["link"].notna(), None)
-    return out.assign(gap_before_s=0.0, name="", category="", end_s=float(path["end_s"].max()) if len(path) else 0.0)
+    return out.assign(gap_before_s=0.0, name="", category="", end_s=float(path["end_s"].max()) if n else 0.0)
 
 
 _NOISE_S = 1e-12  # pieces shorter than this (relative to their interval) are rounding, not time
@@ -210,18 +227,18 @@ class _Coverage:
 COMMUNICATION = ("scale_up", "nic", "fabric", "host", "gpu:")
 
 
-def _busy_pieces(own: pd.DataFrame) -> list[tuple[float, float, str]]:
+def _busy_pieces(own: Columns) -> list[tuple[float, float, str]]:
     """Disjoint (start, end, resource) pieces of a component's spans, in time order: its kernels and
     other work first, communication only where none of them ran (exposed communication, as the kinds'
     breakdowns count it); among spans of one rank, the first to start."""
     pieces: list[tuple[float, float, str]] = []
     for rank in (False, True):
-        part = own[own["resource"].astype(str).str.startswith(COMMUNICATION) == rank].sort_values("start_s")
+        communication = np.array([str(r).startswith(COMMUNICATION) for r in own["resource"].tolist()], dtype=bool)
+        part = own.take(np.flatnonzero(communication == rank))
+        part = part.take(np.argsort(part["start_s"], kind="quicksort"))  # as pandas' sort_values
         taken = sorted(pieces)
         k, reach = 0, -np.inf
-        for s, e, r in zip(
-            part["start_s"].to_numpy(), part["end_s"].to_numpy(), part["resource"].to_numpy(dtype=object)
-        ):
+        for s, e, r in zip(part["start_s"].tolist(), part["end_s"].tolist(), part["resource"].tolist()):
             s = max(s, reach)
             while s < e:  # the parts of [s, e) not taken by a piece of the rank before
                 while k < len(taken) and taken[k][1] <= s:

@@ -45,7 +45,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
+
+from sim.engine.codes import factorize_rows
+from sim.report.columns import Columns, columns_of
 
 _HOST_NODE = re.compile(r"^h\d+/")
 _GPU_NODE = re.compile(r"(^|/)g\d+$")
@@ -119,34 +121,46 @@ def is_wrapper(resource: str, category: str) -> bool:
     return category in ("comm", "io") and not resource.startswith(PHYSICAL_PREFIXES)
 
 
-def with_resources(spans: pd.DataFrame) -> pd.DataFrame:
-    """`spans` with a `resource` column (computed once per distinct component/track/category)."""
-    if "resource" in spans.columns:
+def resource_column(component, track, category) -> np.ndarray:
+    """The resource of each span given by its component, track and category columns (`resource_of`
+    once per distinct triple)."""
+    codes, triples = factorize_rows([component, track, category])
+    names = np.array([resource_of(str(c), str(t), str(g)) for c, t, g in triples] or [""], dtype=object)
+    return names[codes]
+
+
+def with_resources(spans):
+    """`spans` (a DataFrame or Columns) with a `resource` column."""
+    if "resource" in spans:
         return spans
-    groups = spans.groupby(["component", "track", "category"], sort=False, dropna=False)
-    codes = groups.ngroup().to_numpy()
-    names = np.array([resource_of(str(c), str(t), str(g)) for c, t, g in groups.size().index], dtype=object)
-    out = spans.copy()
-    out["resource"] = names[codes] if len(codes) else np.array([], dtype=object)
+    return spans.assign(resource=resource_column(spans["component"], spans["track"], spans["category"]))
+
+
+def merged_intervals(spans, by: list[str]) -> Columns:
+    """Union of the [start_s, end_s) intervals within each group of `by` (overlaps counted once), in
+    the order of a sort by `by` and then start."""
+    spans = columns_of(spans)
+    start, end = spans["start_s"].astype(float), spans["end_s"].astype(float)
+    keep = end > start
+    keys = [np.asarray(spans[c], dtype=object)[keep] for c in by]
+    start, end = start[keep], end[keep]
+    if not len(start):
+        return Columns({**{c: np.zeros(0, dtype=object) for c in by}, "start_s": np.zeros(0), "end_s": np.zeros(0)})
+    codes, distinct = factorize_rows(keys)
+    rank = np.empty(len(distinct), dtype=np.int64)
+    rank[sorted(range(len(distinct)), key=distinct.__getitem__)] = np.arange(len(distinct))
+    order = np.lexsort((start, rank[codes]))  # stable: equal starts keep the spans' order
+    group, start, end = rank[codes][order], start[order], end[order]
+    first_of_group = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    reach = np.empty_like(end)  # the furthest end so far within the group
+    for a, b in zip(first_of_group.tolist(), np.r_[first_of_group[1:], len(end)].tolist()):
+        reach[a:b] = np.maximum.accumulate(end[a:b])
+    new_block = np.r_[True, group[1:] != group[:-1]] | (start > np.r_[-np.inf, reach[:-1]])
+    first = np.flatnonzero(new_block)
+    last = np.r_[first[1:], len(start)] - 1
+    out = Columns({c: k[order][first] for c, k in zip(by, keys)})
+    out["start_s"], out["end_s"] = start[first], reach[last]
     return out
-
-
-def merged_intervals(spans: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Union of the [start_s, end_s) intervals within each group of `by` (overlaps counted once)."""
-    df = spans.loc[spans["end_s"] > spans["start_s"], by + ["start_s", "end_s"]]
-    if df.empty:
-        return pd.DataFrame(columns=by + ["start_s", "end_s"])
-    df = df.sort_values(by + ["start_s"], kind="stable")
-    reach = df.groupby(by, sort=False)["end_s"].cummax()
-    prev_reach = reach.groupby([df[c] for c in by], sort=False).shift()
-    block = (prev_reach.isna() | (df["start_s"] > prev_reach)).cumsum()
-    return (
-        df.assign(_block=block.values, end_s=reach.values)
-        .groupby(by + ["_block"], sort=False)
-        .agg(start_s=("start_s", "min"), end_s=("end_s", "max"))
-        .reset_index()
-        .drop(columns="_block")
-    )
 
 
 def busy_until(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -162,33 +176,51 @@ def _ramp(points: np.ndarray, t: np.ndarray) -> np.ndarray:
     return k * t - prefix[k]
 
 
-def instances(spans: pd.DataFrame) -> pd.Series:
-    """Number of distinct components per resource."""
-    return with_resources(spans).groupby("resource")["component"].nunique()
+def instances(spans) -> dict[str, int]:
+    """Number of distinct components per resource, resources in sorted order."""
+    spans = with_resources(columns_of(spans))
+    _, pairs = factorize_rows([spans["resource"], spans["component"]])
+    count: dict[str, int] = {}
+    for resource, _ in pairs:
+        count[resource] = count.get(resource, 0) + 1
+    return dict(sorted(count.items()))
 
 
-def busy_by_resource(spans: pd.DataFrame, window_s: float | None = None) -> pd.DataFrame:
-    """Per resource: instances, busy seconds (summed over instances), utilisation over `window_s`
-    (default: the end of the last span)."""
-    spans = with_resources(spans)
-    cols = ["resource", "instances", "busy_s", "utilisation"]
-    if spans.empty:
-        return pd.DataFrame(columns=cols)
-    window = float(window_s if window_s is not None else spans["end_s"].max())
-    merged = merged_intervals(spans, ["resource", "component"])
-    busy = (merged["end_s"] - merged["start_s"]).groupby(merged["resource"]).sum()
+def busy_table(spans, window_s: float | None = None) -> Columns:
+    """Per resource (sorted): instances, busy seconds (summed over instances), utilisation over
+    `window_s` (default: the end of the last span)."""
+    spans = with_resources(columns_of(spans))
     n = instances(spans)
-    df = pd.DataFrame({"instances": n, "busy_s": busy.reindex(n.index).fillna(0.0)})
-    df["utilisation"] = df["busy_s"] / (df["instances"] * window) if window > 0 else 0.0
-    return df.reset_index(names="resource")[cols].sort_values("resource", ignore_index=True)
+    resources = np.array(list(n), dtype=object)
+    count = np.array(list(n.values()), dtype=float)
+    busy = np.zeros(len(n))
+    if len(n):
+        window = float(window_s if window_s is not None else spans["end_s"].max())
+        merged = merged_intervals(spans, ["resource", "component"])
+        position = {r: i for i, r in enumerate(n)}
+        where = np.array([position[r] for r in merged["resource"].tolist()], dtype=np.int64)
+        busy = np.bincount(where, merged["end_s"] - merged["start_s"], minlength=len(n))
+        utilisation = busy / (count * window) if window > 0 else np.zeros(len(n))
+    else:
+        utilisation = np.zeros(0)
+    return Columns(
+        {"resource": resources, "instances": count.astype(np.int64), "busy_s": busy, "utilisation": utilisation}
+    )
 
 
-def utilisation_over_time(spans: pd.DataFrame, bins: int = 200, window_s: float | None = None) -> pd.DataFrame:
+def busy_by_resource(spans, window_s: float | None = None):
+    """`busy_table` as a DataFrame (columns resource, instances, busy_s, utilisation)."""
+    return busy_table(spans, window_s).frame()
+
+
+def utilisation_over_time(spans, bins: int = 200, window_s: float | None = None):
     """Busy fraction of every resource (mean over its instances) in `bins` equal time bins.
 
     Returns a DataFrame indexed by bin centre (`time_s`), one column per resource, values in [0, 1].
     """
-    spans = with_resources(spans)
+    import pandas as pd
+
+    spans = with_resources(columns_of(spans))
     if spans.empty:
         return pd.DataFrame(index=pd.Index([], name="time_s"))
     end = float(window_s if window_s is not None else spans["end_s"].max())
@@ -197,8 +229,9 @@ def utilisation_over_time(spans: pd.DataFrame, bins: int = 200, window_s: float 
     merged = merged_intervals(spans, ["resource", "component"])
     n = instances(spans)
     columns = {}
-    for resource, df in merged.groupby("resource", sort=True):
-        cum = busy_until(df["start_s"].to_numpy(), df["end_s"].to_numpy(), edges)
+    for resource in sorted(set(merged["resource"].tolist())):
+        mine = merged["resource"] == resource
+        cum = busy_until(merged["start_s"][mine], merged["end_s"][mine], edges)
         columns[resource] = np.clip(np.diff(cum) / (width * n[resource]), 0.0, 1.0)
     return pd.DataFrame(columns, index=pd.Index((edges[:-1] + edges[1:]) / 2, name="time_s"))
 
@@ -208,9 +241,11 @@ def _is_tier_node(node: str) -> bool:
     return "/" in node and not node.endswith("/cpu")
 
 
-def tier_bytes(links: pd.DataFrame) -> pd.DataFrame:
+def tier_bytes(links):
     """Bytes read from and written to every memory/storage tier, summed over hosts, from the link
-    table (a tier's read link leaves the tier node, its write link enters it)."""
+    table (a DataFrame; a tier's read link leaves the tier node, its write link enters it)."""
+    import pandas as pd
+
     mem = links[links["kind"] == "memory"]
     rows = []
     for link, nbytes in zip(mem["link"], mem["bytes"]):

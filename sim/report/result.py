@@ -17,18 +17,21 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import PowerReport
 from sim.engine.simulation import Simulation
 from sim.report.bottleneck import run_bottleneck
+from sim.report.columns import Columns
 from sim.report.provenance import profile
 from sim.scenario.model import Scenario
+
+if TYPE_CHECKING:  # pandas: the `spans` and `links` tables, built when first asked for
+    import pandas as pd
 
 
 def dcsim_version() -> str:
@@ -76,9 +79,15 @@ class RunResult:
     power: PowerReport | None = field(default=None, repr=False)  # sim/energy/meter.py: power over time
 
     @cached_property
+    def span_columns(self) -> Columns:
+        """Every recorded span as columns (sim/engine/simulation.py `Recorder.columns`): what the
+        bottleneck report and the kinds' readings of it compute on."""
+        return Columns(self.sim.recorder.columns())
+
+    @cached_property
     def spans(self) -> pd.DataFrame:
         """Every recorded span (component, track, name, start_s, end_s, bytes, flop, category)."""
-        return self.sim.recorder.frame()
+        return self.span_columns.frame()
 
     @cached_property
     def links(self) -> pd.DataFrame:

@@ -50,6 +50,7 @@ class RunView(Protocol):
     scenario: Any
     metrics: dict
     spans: Any  # pandas DataFrame of recorded spans
+    span_columns: Any  # the same spans as Columns (sim/report/columns.py): no pandas
     links: Any  # pandas DataFrame of per-link bytes and utilisation
     cluster: Any
 
@@ -119,8 +120,8 @@ class Workload(ABC):
         return []
 
     def read_critical_path(self, result: RunView, path: Any) -> PathReading:
-        """This kind's reading of the critical path (a DataFrame of spans with `resource`, `charged_s`,
-        sim/report/critical_path.py); the default reads nothing into it."""
+        """This kind's reading of the critical path (its spans with `resource`, `charged_s` ..., as
+        `Columns`: sim/report/columns.py, sim/report/critical_path.py); the default reads nothing into it."""
         return PathReading(path)
 
     def plan_report(self, scenario) -> dict | None:

@@ -154,3 +154,19 @@ def test_spans_dropped_past_the_trace_limit_leave_the_critical_path_whole(scenar
 
     assert seconds(capped.bottleneck["critical_path"]) == pytest.approx(seconds(full["critical_path"]), rel=1e-9)
     assert capped.bottleneck["resource"] == full["resource"]
+
+
+def test_the_report_of_a_run_is_the_report_of_its_span_and_link_tables():
+    """`run_bottleneck` computes on the recorder's columns and the network's link columns (no pandas:
+    start-up); the same spans and links as the DataFrames a user gets (`result.spans`,
+    `result.links`) give the same report."""
+    from pathlib import Path
+
+    from sim.runner import run
+    from sim.scenario.model import load_scenario
+
+    path = str(Path(__file__).resolve().parents[2] / "scenarios/allreduce-2x8-h100.yaml")
+    result = run(load_scenario(path, ["workload.bytes=64 MiB"]))
+    tables = bottleneck_report(result.spans, result.links, result.cluster.topology, result.sim_time_s)
+    assert tables == result.bottleneck
+    assert result.bottleneck["resource"] == "scale_up" and result.bottleneck["link"]

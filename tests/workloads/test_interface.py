@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from sim.engine.cost import Estimate
+from sim.report.columns import Columns, columns_of
 from sim.scenario.jobs import JobConfig
 from sim.scenario.model import load_scenario
 from sim.workloads import WORKLOADS, Workload, WorkloadBase, WorkloadConfig, config_class, kind_of, kinds, workload_for
@@ -126,16 +127,19 @@ def test_plots_are_lists_and_path_readings_keep_the_path(kind):
     cluster = SimpleNamespace(num_gpus=scenario.hardware.num_gpus)
     for m in (metrics, {}):
         result = SimpleNamespace(
-            scenario=scenario, metrics=m, spans=pd.DataFrame(), links=pd.DataFrame(), cluster=cluster
+            scenario=scenario,
+            metrics=m,
+            spans=pd.DataFrame(),
+            span_columns=Columns(),
+            links=pd.DataFrame(),
+            cluster=cluster,
         )
         plots = workload_for(kind).plots(result)
         assert isinstance(plots, list)
         assert all(isinstance(stem, str) and callable(draw) for stem, draw in plots)
-        path = pd.DataFrame(
-            {"component": ["h0/g0"], "resource": ["compute"], "charged_s": [1.0], "gap_before_s": [0.0]}
-        )
+        path = columns_of({"component": ["h0/g0"], "resource": ["compute"], "charged_s": [1.0], "gap_before_s": [0.0]})
         reading = workload_for(kind).read_critical_path(result, path)
-        assert isinstance(reading, PathReading) and len(reading.path) == 1
+        assert isinstance(reading, PathReading) and reading.path.rows == 1
         json.dumps(reading.notes)
         if not m:
             assert plots == [] and reading.notes == {} and reading.bounds_run is None

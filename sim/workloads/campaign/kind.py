@@ -70,8 +70,8 @@ class CampaignWorkload(Workload):
         """The campaign as its traced replica lived it (`job` / `replica 0`): useful iterations,
         checkpoints, and the downtime after each failure by its cause (`recovery: <cause>`). The
         iterations are the work itself: what bounds the run is the largest loss."""
-        spans = result.spans
-        traced = "component" in spans and ((spans["component"] == "job") & (spans["track"] == "replica 0")).any()
+        spans = result.span_columns
+        traced = "component" in spans and bool(((spans["component"] == "job") & (spans["track"] == "replica 0")).any())
         if path.empty or not traced:
             return PathReading(path)
         per_replica = result.metrics.get("effective_training_time_fraction_per_replica") or [None]

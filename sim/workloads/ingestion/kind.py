@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from sim.workloads.base import PathReading, Workload
 from sim.workloads.ingestion.sizing import ingestion_estimate
 from sim.workloads.ingestion.workload import Config, simulate
@@ -65,7 +67,7 @@ class IngestionWorkload(Workload):
         stall = m.get("data_stall_fraction") or 0.0
         return PathReading(
             path,
-            seen_by=[_last_trainer(result.spans)],
+            seen_by=[_last_trainer(result.span_columns)],
             since_s=float(result.scenario.workload.warmup_s),
             seen_on_track="trainer",
             waiting_for=lambda resource, component, viewer: "stall",
@@ -85,11 +87,16 @@ STALL_BOUND = 0.01  # a path this much stalled: the data pipeline, not the train
 
 
 def _last_trainer(spans) -> str:
-    """The trainer host whose last span ends last."""
+    """The trainer host whose last span ends last (the first such span among equal ends); `spans`:
+    Columns."""
     if "component" not in spans:
         return ""
-    trainers = spans[spans["component"].astype(str).str.fullmatch(TRAINER.pattern)]
-    return str(trainers.loc[trainers["end_s"].idxmax(), "component"]) if len(trainers) else ""
+    components = spans["component"].tolist()
+    trainer = {c: TRAINER.fullmatch(str(c)) is not None for c in set(components)}
+    rows = np.flatnonzero(np.fromiter((trainer[c] for c in components), dtype=bool, count=len(components)))
+    if not len(rows):
+        return ""
+    return str(components[rows[int(np.argmax(spans["end_s"][rows]))]])
 
 
 def _stage_resource(stage: str) -> str:

@@ -64,11 +64,12 @@ class TrainingWorkload(Workload):
         per_stage = par.tp * par.cp
         devices = getattr(result.cluster, "devices", [])
         stage_of = {dev.node: (i // per_stage) % par.pp for i, dev in enumerate(devices)}
-        last = str(path["component"].iloc[-1])
-        spans = result.spans
+        last = str(path["component"][-1])
+        spans = result.span_columns
         if "track" not in spans:
             return PathReading(path)
-        drivers = sorted(set(spans.loc[spans["track"] == "compute", "component"].astype(str)) & set(stage_of))
+        computing = spans["component"][spans["track"] == "compute"]
+        drivers = sorted({str(c) for c in set(computing.tolist())} & set(stage_of))
         if last not in stage_of or not drivers:
             return PathReading(path)
 

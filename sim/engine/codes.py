@@ -1,0 +1,60 @@
+"""Integer codes of values: `factorize` (each distinct value's code, in order of first appearance)
+and `factorize_rows` (the same for rows of several columns, e.g. a span's component, track and
+category).
+
+numpy's `unique` codes values in sorted order; these keep the order in which values first appear,
+so whatever is numbered by them (bundles of flows, nodes, groups of a report) keeps the order of
+the data it came from. Plain numpy and Python: a small run never imports pandas for them (issue 26).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def factorize(values) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values): `distinct[codes]` equals `values`; codes number the distinct values
+    in order of first appearance (`pandas.factorize`'s order). Numbers or strings, without NaN."""
+    values = np.asarray(values)
+    codes, first = _first_appearance(values)
+    return codes, values[first]
+
+
+def _first_appearance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes in order of first appearance, the position of each code's first value)."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # sorted codes -> codes by first appearance
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], first[order]
+
+
+def factorize_rows(columns: Sequence) -> tuple[np.ndarray, list[tuple]]:
+    """(codes, distinct rows) of the rows of equally long `columns` (any hashable values, None
+    included), codes in order of first appearance. Each column is coded by a dictionary pass, the
+    codes combined (mixed radix) and factorized as numbers."""
+    n = len(columns[0]) if len(columns) else 0
+    values = [np.asarray(c, dtype=object) if not isinstance(c, np.ndarray) else c for c in columns]
+    combined = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for column in values:
+        seen: dict = {}
+        code = np.fromiter((seen.setdefault(v, len(seen)) for v in column.tolist()), dtype=np.int64, count=n)
+        radix *= max(len(seen), 1)
+        if radix >= 2**62:  # too many combinations for one number: rows as tuples
+            return _factorize_tuples(values)
+        combined = combined * max(len(seen), 1) + code
+    codes, first = _first_appearance(combined)
+    taken = [column[first].tolist() for column in values]
+    return codes, list(zip(*taken)) if taken else []
+
+
+def _factorize_tuples(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
+    seen: dict[tuple, int] = {}
+    rows = zip(*(c.tolist() for c in columns))
+    codes = np.fromiter((seen.setdefault(row, len(seen)) for row in rows), dtype=np.int64, count=len(columns[0]))
+    return codes, list(seen)

@@ -1,0 +1,41 @@
+"""`factorize` and `factorize_rows` (sim/engine/codes.py): codes in order of first appearance, the
+numbering pandas.factorize gives, without importing pandas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sim.engine.codes import factorize, factorize_rows
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([5, 3, 5, 9, 3, 3, 1]),
+        np.array([0.5, 0.25, 0.5, 1.0, 0.25]),
+        np.array(["h1/nic0", "h0/nic0", "h1/nic0", "spine0"], dtype=object),
+        np.random.default_rng(0).integers(0, 50, 1_000),
+    ],
+    ids=["ints", "floats", "strings", "many"],
+)
+def test_factorize_numbers_values_in_order_of_first_appearance_as_pandas_does(values):
+    codes, distinct = factorize(values)
+    expected_codes, expected_distinct = pd.factorize(values)
+    assert codes.tolist() == expected_codes.tolist()
+    assert list(distinct) == list(expected_distinct)
+    assert list(distinct[codes]) == list(values)
+
+
+def test_factorize_of_nothing_is_empty():
+    codes, distinct = factorize(np.zeros(0))
+    assert len(codes) == 0 and len(distinct) == 0
+
+
+def test_factorize_rows_codes_each_distinct_row_once_in_order_of_first_appearance():
+    component = ["g0", "g1", "g0", "g0", None]
+    track = ["compute", "comm", "compute", "comm", None]
+    codes, rows = factorize_rows([component, track])
+    assert codes.tolist() == [0, 1, 0, 2, 3]
+    assert rows == [("g0", "compute"), ("g1", "comm"), ("g0", "comm"), (None, None)]
