@@ -132,6 +132,8 @@ def link_summary(links) -> dict:
     if links is None:
         return out
     links = columns_of(links)
+    if links.empty:
+        return out
     used = links.take(links["bytes"] > 0)
     kinds = used["kind"].astype(object)
     for kind in sorted(set(kinds.tolist())):

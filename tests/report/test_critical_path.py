@@ -170,3 +170,10 @@ def test_the_report_of_a_run_is_the_report_of_its_span_and_link_tables():
     tables = bottleneck_report(result.spans, result.links, result.cluster.topology, result.sim_time_s)
     assert tables == result.bottleneck
     assert result.bottleneck["resource"] == "scale_up" and result.bottleneck["link"]
+
+
+def test_an_empty_link_table_summarises_to_nothing():
+    from sim.report.bottleneck import link_summary
+
+    assert link_summary(None) == {} and link_summary(pd.DataFrame()) == {}
+    assert link_summary({"link": [], "kind": [], "bytes": [], "utilisation": []}) == {}
