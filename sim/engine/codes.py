@@ -36,7 +36,8 @@ def _first_appearance(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def factorize_rows(columns: Sequence) -> tuple[np.ndarray, list[tuple]]:
     """(codes, distinct rows) of the rows of equally long `columns` (any hashable values, None
     included), codes in order of first appearance. Each column is coded by a dictionary pass, the
-    codes combined (mixed radix) and factorized as numbers."""
+    codes combined (mixed radix; renumbered by first appearance where the next column would overflow
+    63 bits) and factorized as numbers."""
     n = len(columns[0]) if len(columns) else 0
     values = [np.asarray(c, dtype=object) if not isinstance(c, np.ndarray) else c for c in columns]
     combined = np.zeros(n, dtype=np.int64)
@@ -44,17 +45,12 @@ def factorize_rows(columns: Sequence) -> tuple[np.ndarray, list[tuple]]:
     for column in values:
         seen: dict = {}
         code = np.fromiter((seen.setdefault(v, len(seen)) for v in column.tolist()), dtype=np.int64, count=n)
-        radix *= max(len(seen), 1)
-        if radix >= 2**62:  # too many combinations for one number: rows as tuples
-            return _factorize_tuples(values)
-        combined = combined * max(len(seen), 1) + code
+        size = max(len(seen), 1)
+        if radix * size >= 2**62:  # the prefixes so far as their distinct rows (at most n of them)
+            combined, _ = _first_appearance(combined)
+            radix = int(combined.max()) + 1
+        radix *= size
+        combined = combined * size + code
     codes, first = _first_appearance(combined)
     taken = [column[first].tolist() for column in values]
     return codes, list(zip(*taken)) if taken else []
-
-
-def _factorize_tuples(columns: Sequence[np.ndarray]) -> tuple[np.ndarray, list[tuple]]:
-    seen: dict[tuple, int] = {}
-    rows = zip(*(c.tolist() for c in columns))
-    codes = np.fromiter((seen.setdefault(row, len(seen)) for row in rows), dtype=np.int64, count=len(columns[0]))
-    return codes, list(seen)

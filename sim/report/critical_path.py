@@ -185,12 +185,12 @@ def as_seen_by(
                 cover.upto(b) - cover.upto(a),
             )
         )
-    component_of = np.concatenate([c[0] for c in columns])
-    resource_of = np.concatenate([c[1] for c in columns])
-    link_of = np.concatenate([c[2] for c in columns])
+    piece_component = np.concatenate([c[0] for c in columns])
+    piece_resource = np.concatenate([c[1] for c in columns])
+    piece_link = np.concatenate([c[2] for c in columns])
     seconds = np.concatenate([c[3] for c in columns])
     keep = seconds > _NOISE_S * np.maximum(1.0, np.tile(length, len(columns)))
-    codes, keys = factorize_rows([component_of[keep], resource_of[keep], link_of[keep]])
+    codes, keys = factorize_rows([piece_component[keep], piece_resource[keep], piece_link[keep]])
     summed = np.bincount(codes, seconds[keep], minlength=len(keys))
     out = Columns(
         {

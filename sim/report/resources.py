@@ -149,8 +149,9 @@ def merged_intervals(spans, by: list[str]) -> Columns:
     codes, distinct = factorize_rows(keys)
     rank = np.empty(len(distinct), dtype=np.int64)
     rank[sorted(range(len(distinct)), key=distinct.__getitem__)] = np.arange(len(distinct))
-    order = np.lexsort((start, rank[codes]))  # stable: equal starts keep the spans' order
-    group, start, end = rank[codes][order], start[order], end[order]
+    group = rank[codes]
+    order = np.lexsort((start, group))  # stable: equal starts keep the spans' order
+    group, start, end = group[order], start[order], end[order]
     first_of_group = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
     reach = np.empty_like(end)  # the furthest end so far within the group
     for a, b in zip(first_of_group.tolist(), np.r_[first_of_group[1:], len(end)].tolist()):

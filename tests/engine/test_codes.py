@@ -39,3 +39,14 @@ def test_factorize_rows_codes_each_distinct_row_once_in_order_of_first_appearanc
     codes, rows = factorize_rows([component, track])
     assert codes.tolist() == [0, 1, 0, 2, 3]
     assert rows == [("g0", "compute"), ("g1", "comm"), ("g0", "comm"), (None, None)]
+
+
+def test_factorize_rows_of_more_combinations_than_one_number_holds_renumbers_on_the_way():
+    """Columns whose distinct values multiply past 63 bits: the prefix codes are renumbered, the rows'
+    codes stay those of a row-by-row numbering."""
+    rng = np.random.default_rng(1)
+    columns = [rng.integers(0, 100_000, 300).astype(object) for _ in range(6)]  # ~300^6 > 2^62 combinations
+    codes, rows = factorize_rows(columns)
+    seen: dict[tuple, int] = {}
+    expected = [seen.setdefault(row, len(seen)) for row in zip(*(c.tolist() for c in columns))]
+    assert codes.tolist() == expected and rows == list(seen)
