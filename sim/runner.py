@@ -15,12 +15,12 @@ one workload here (its kind's `simulate`, sim/workloads/base.py) or several jobs
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import time
 
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import EnergyMeter
+from sim.engine.gc_pauses import fewer_gc_pauses
 from sim.engine.progress import drive
 from sim.engine.simulation import Simulation
 from sim.errors import ScenarioError
@@ -39,23 +39,8 @@ def run(scenario: Scenario, progress: bool = False, limits: Limits | None = DEFA
     enforce(scenario, limits)
     if scenario.workloads is not None:  # several jobs sharing the cluster
         return run_jobs(scenario, progress)
-    with _fewer_gc_pauses():
+    with fewer_gc_pauses():
         return _run_one(scenario, workload_for(scenario.workload.kind), progress)
-
-
-@contextlib.contextmanager
-def _fewer_gc_pauses(young_threshold: int = 50_000):
-    """A simulation allocates many long-lived objects (events, spans, routes): the objects that
-    exist before it are frozen out of the collector and young collections run 50x less often;
-    both are restored afterwards (the collector stays on: reference cycles are still freed)."""
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(young_threshold, thresholds[0]), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def _run_one(scenario: Scenario, workload: Workload, progress: bool) -> RunResult:

@@ -43,8 +43,9 @@ def factorize_rows(columns: Sequence) -> tuple[np.ndarray, list[tuple]]:
     combined = np.zeros(n, dtype=np.int64)
     radix = 1
     for column in values:
-        seen: dict = {}
-        code = np.fromiter((seen.setdefault(v, len(seen)) for v in column.tolist()), dtype=np.int64, count=n)
+        items = column.tolist()
+        seen = {v: i for i, v in enumerate(dict.fromkeys(items))}  # in order of first appearance
+        code = np.fromiter(map(seen.__getitem__, items), dtype=np.int64, count=n)
         size = max(len(seen), 1)
         if radix * size >= 2**62:  # the prefixes so far as their distinct rows (at most n of them)
             combined, _ = _first_appearance(combined)

@@ -88,6 +88,10 @@ class FlowTable(FlowSlots):
         attempt = not self.plain and self._backoff == 0  # try bundled filling
         if not self.plain and self._backoff > 0:
             self._backoff -= 1
+        if not len(flows) and not len(clocks):  # no rate can change (flows left below the level)
+            self.refills += 1
+            self._compact()
+            return
         if len(clocks) and not attempt:  # row by row: clocks back to per-flow rows
             flows, clocks = np.concatenate([flows, self._unclock(clocks, now)]), no_clocks
         parts, old, old_load, residual = self._prepare(flows, clocks)

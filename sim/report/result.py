@@ -24,6 +24,7 @@ import yaml
 
 from sim.cluster.cluster import Cluster
 from sim.energy.meter import PowerReport
+from sim.engine.gc_pauses import fewer_gc_pauses
 from sim.engine.simulation import Simulation
 from sim.report.bottleneck import run_bottleneck
 from sim.report.columns import Columns
@@ -82,7 +83,8 @@ class RunResult:
     def span_columns(self) -> Columns:
         """Every recorded span as columns (sim/engine/simulation.py `Recorder.columns`): what the
         bottleneck report and the kinds' readings of it compute on."""
-        return Columns(self.sim.recorder.columns())
+        with fewer_gc_pauses():  # hundreds of thousands of rows after a run of millions of objects
+            return Columns(self.sim.recorder.columns())
 
     @cached_property
     def spans(self) -> pd.DataFrame:
@@ -104,7 +106,8 @@ class RunResult:
     @cached_property
     def bottleneck(self) -> dict:
         """Critical path, bounding resource and utilisation per resource (sim/report/bottleneck.py)."""
-        return jsonable(run_bottleneck(self))
+        with fewer_gc_pauses():  # see span_columns
+            return jsonable(run_bottleneck(self))
 
     def summary(self) -> dict:
         return {
