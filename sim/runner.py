@@ -15,7 +15,6 @@ one workload here (its kind's `simulate`, sim/workloads/base.py) or several jobs
 
 from __future__ import annotations
 
-import gc
 import time
 
 from sim.cluster.cluster import Cluster
@@ -37,9 +36,9 @@ def run(scenario: Scenario, progress: bool = False, limits: Limits | None = DEFA
     """Simulate one scenario to completion (`progress`: a tqdm bar on stderr for long runs). A scenario
     whose estimated cost exceeds `limits` is refused first (sim/scenario/estimate.py; None: no limits)."""
     enforce(scenario, limits)
-    if scenario.workloads is not None:  # several jobs sharing the cluster
-        return run_jobs(scenario, progress)
-    with fewer_gc_pauses():
+    with fewer_gc_pauses():  # sim/engine/gc_pauses.py
+        if scenario.workloads is not None:  # several jobs sharing the cluster
+            return run_jobs(scenario, progress)
         return _run_one(scenario, workload_for(scenario.workload.kind), progress)
 
 
@@ -53,7 +52,6 @@ def _run_one(scenario: Scenario, workload: Workload, progress: bool) -> RunResul
     except ValueError as exc:
         raise ScenarioError(str(exc), path="hardware.topology") from None
     meter = EnergyMeter.attach(sim, cluster, scenario)
-    gc.freeze()  # the cluster and the meter live all run: out of the collector's scans too
     proc = sim.process(workload.simulate(sim, cluster, scenario.workload))
     drive(sim.env, proc, progress)
     metrics = jsonable(proc.value)
