@@ -129,3 +129,16 @@ def test_hw_list_and_show():
 def test_console_script_is_installed():
     r = subprocess.run([sys.executable, "-m", "sim.cli", "check", ALLREDUCE], capture_output=True, text=True)
     assert r.returncode == 0 and "ok" in r.stdout
+
+
+def test_the_command_ends_without_teardown_but_with_its_output_and_exit_code():
+    """`python -m sim.cli` (and the `dcsim` script) end through `console`: output flushed, then the
+    process exits at once with main's code (os._exit: no teardown of the run's objects)."""
+    ok = subprocess.run([sys.executable, "-m", "sim.cli", "run", ALLREDUCE, "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stderr == ""
+    assert json.loads(ok.stdout)["metrics"]["time_s"] > 0  # the whole JSON line arrived
+    bad = subprocess.run([sys.executable, "-m", "sim.cli", "run", "missing.yaml"], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("dcsim: error:") and bad.stderr.count("\n") == 1
+    usage = subprocess.run([sys.executable, "-m", "sim.cli", "--help"], capture_output=True, text=True)
+    assert usage.returncode == 0 and "usage: dcsim" in usage.stdout
