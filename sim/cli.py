@@ -77,9 +77,8 @@ def cmd_run(args) -> int:
         from sim.report.trace import parse_window
 
         write_run(result, args.out, trace_window_s=parse_window(args.trace_window))
-    summary = result.summary()
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(result.summary()))
         return 0
     from sim.report.table import print_run
 

@@ -69,6 +69,8 @@ class BundleClocks:
     # ---- queries ------------------------------------------------------------------------
     def running(self, min_rate: float) -> np.ndarray:
         """Bundle ids of clocks with members whose rate is at least `min_rate`."""
+        if not self.members:
+            return np.zeros(0, dtype=np.int64)
         n = self.state.size
         return np.flatnonzero((self.count[:n] > 0) & (self.rate[:n] >= min_rate))
 

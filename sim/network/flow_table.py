@@ -171,6 +171,20 @@ class FlowTable(FlowSlots):
         bundle = self.bundle[flows]
         n_bundled = int((bundle >= 0).sum())  # they come first
         c = len(clocks)
+        if not n_bundled and not c:  # no bundle among the rows (e.g. on a one-switch network)
+            none = np.zeros(0, dtype=np.int64)
+            return {
+                "flows": flows,
+                "clocks": 0,
+                "unit": none,
+                "units": 0,
+                "mult": None,
+                "represented": 0,
+                "shared": (none, none, np.zeros(0)),
+                "edge": self._edge(flows),
+                "split": 0,
+                "rows": len(flows),
+            }
         row_bundle = np.concatenate([clocks, bundle[:n_bundled]]) if c else bundle[:n_bundled]
         count = np.bincount(row_bundle, minlength=self.bundles.store.size)
         ids = np.flatnonzero(count != 0)
@@ -205,6 +219,8 @@ class FlowTable(FlowSlots):
         """Per link: summed entries x rate of the rows (shared entries once per bundle, times the
         flows of each row)."""
         unit, mult = parts["unit"], parts["mult"]
+        if not len(unit):
+            return self._edge_load(parts, rate)
         unit_rate = rate[: len(unit)] if mult is None else rate[: len(unit)] * mult
         per_unit = np.bincount(unit, unit_rate, minlength=parts["units"])
         u_row, u_link, u_weight = parts["shared"]
@@ -253,20 +269,26 @@ class FlowTable(FlowSlots):
 
     def _row_level(self, parts: dict, residual: np.ndarray) -> np.ndarray:
         """Progressive filling of the flows one by one (no clocks among the rows)."""
-        unit = parts["unit"]
-        bundled = len(unit)
-        u_row, u_link, u_weight = parts["shared"]
-        e_row, e_link, e_weight = parts["edge"]
-        # expand each bundle's shared entries to its flows
-        u_len = np.bincount(u_row, minlength=parts["units"])  # u_row is sorted (Bundles.of)
-        idx = ranges((np.cumsum(u_len) - u_len)[unit], u_len[unit])
-        row = np.concatenate([np.repeat(np.arange(bundled), u_len[unit]), e_row])
-        link, weight = np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
+        row, link, weight = self._expanded(parts)
         if self.plain:
             order = np.argsort(row, kind="stable")
             matrix = flow_matrix(np.bincount(row, minlength=parts["rows"]), link[order], self.num_links, weight[order])
             return max_min_fair(matrix, residual)
         return progressive_filling(row, link, weight, parts["rows"], residual, compiled=self._compiled(len(link)))
+
+    @staticmethod
+    def _expanded(parts: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, link, weight) of every entry of the rows: each bundle's shared entries repeated for
+        each of its flows, then the edge entries."""
+        unit = parts["unit"]
+        e_row, e_link, e_weight = parts["edge"]
+        if not len(unit):
+            return e_row, e_link, e_weight
+        u_row, u_link, u_weight = parts["shared"]
+        u_len = np.bincount(u_row, minlength=parts["units"])  # u_row is sorted (Bundles.of)
+        idx = ranges((np.cumsum(u_len) - u_len)[unit], u_len[unit])
+        row = np.concatenate([np.repeat(np.arange(len(unit)), u_len[unit]), e_row])
+        return row, np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
 
     def _compiled(self, entries: int) -> bool:
         """Whether a filling of `entries` entries runs compiled: once the table has filled

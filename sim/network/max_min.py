@@ -107,7 +107,12 @@ def progressive_filling(
     flows. `link_level` (optional, per link, filled with inf by the caller) receives the level at
     which each link filled and froze flows. `compiled`: False fills in plain Python whatever the
     size (the same rates; for a caller whose fillings so far do not pay for loading numba)."""
-    if len(link) <= _TINY or not compiled:
+    if len(link) <= _TINY:
+        return _python_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
+    if not compiled:
+        rate = _one_level_filling(row, link, weight, n, capacity, link_level)
+        if rate is not None:
+            return rate
         return _python_filling(row.tolist(), link.tolist(), weight.tolist(), n, capacity, link_level)
     from sim.network.filling_kernel import fill  # numba: imported when first needed
 
@@ -122,6 +127,33 @@ def progressive_filling(
         np.empty(0) if link_level is None else link_level,
         link_level is not None,
     )
+    return rate
+
+
+def _one_level_filling(
+    row: np.ndarray, link: np.ndarray, weight: np.ndarray, n: int, capacity: np.ndarray, link_level: np.ndarray | None
+) -> np.ndarray | None:
+    """`progressive_filling`'s first level in numpy, or None when it leaves flows unfrozen (then the
+    filling goes on level by level in plain Python). Symmetric traffic (a ring's or a collective's
+    slices, all at one rate) fills in one level. The same operations as `_python_filling`'s first
+    level: per link the entries' weights summed in entry order (`np.bincount` adds them one by one,
+    as the dict does), its share, the lowest share, the rows on a link within `REL_TOL` of it."""
+    links, inverse = np.unique(link, return_inverse=True)
+    count = np.bincount(inverse, weight, minlength=len(links))
+    share = np.maximum(capacity[links].astype(float), 0.0) / count
+    level = float(share.min())
+    limit = level * (1 + REL_TOL) + 1e-12
+    on_full = share[inverse] <= limit  # entries on a link that fills at this level
+    rows = np.zeros(n, dtype=bool)
+    rows[row] = True  # flows with entries (the others keep rate inf)
+    frozen = np.zeros(n, dtype=bool)
+    frozen[row[on_full]] = True
+    if (frozen != rows).any():
+        return None  # a second level: some flows go on filling
+    if link_level is not None:
+        link_level[links[share <= limit]] = level
+    rate = np.full(n, np.inf)
+    rate[rows] = level
     return rate
 
 

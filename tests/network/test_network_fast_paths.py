@@ -104,6 +104,35 @@ def test_the_compiled_filling_equals_the_plain_python_one_to_the_last_bit(seed, 
         assert compiled == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
 
 
+@CASES
+@given(st.integers(0, 2**32 - 1), st.integers(10, 200), st.integers(2, 60), st.booleans())
+def test_a_filling_done_in_one_level_is_the_plain_python_one_to_the_last_bit(seed, n_flows, n_links, ring):
+    """The uncompiled filling's numpy first level (`_one_level_filling`): where every flow freezes
+    at the first level (a ring's flows, one per link, all at one rate) its rates and link levels are
+    the plain-Python filling's, bit for bit; where some flow would go on filling it declines (None)."""
+    rng = np.random.default_rng(seed)
+    if ring:  # flow i on links i and i + 1 (mod n): a ring's neighbours on equal links, one level
+        n_links = n_flows
+        lengths = np.full(n_flows, 2)
+        flat = np.stack([np.arange(n_flows), (np.arange(n_flows) + 1) % n_flows], axis=1).ravel()
+        weights = np.full(len(flat), rng.choice([1.0, 0.5, 1 / 3]))
+        capacity = np.full(n_links, rng.choice([1.0, 7.3]) * 1e9)
+    else:
+        lengths, flat, weights = random_flows(rng, n_flows, n_links, max_len=4)
+        capacity = rng.choice([1.0, 2.0, 5.0, np.inf], n_links) * rng.choice([1.0, 1e9], n_links)
+    row = np.repeat(np.arange(n_flows + 1), np.append(lengths, 0))  # and a flow with no link
+    level_one, level_py = np.full(n_links, np.inf), np.full(n_links, np.inf)
+    one = max_min._one_level_filling(row, flat, weights, n_flows + 1, capacity, level_one)
+    python = max_min._python_filling(row.tolist(), flat.tolist(), weights.tolist(), n_flows + 1, capacity, level_py)
+    if ring:
+        assert one is not None
+    if one is not None:
+        assert one.tolist() == python.tolist() and one[-1] == np.inf
+        assert level_one.tolist() == level_py.tolist()
+    else:
+        assert len(set(python[:-1].tolist())) > 1  # declined: flows froze at more than one level
+
+
 def test_a_flow_table_fills_in_python_first_then_compiled_with_the_same_rates(monkeypatch):
     """A table fills in plain Python until PYTHON_FILLING_ENTRIES (a small run never loads numba),
     then compiled: the rates are those of a table that fills compiled from the start."""
