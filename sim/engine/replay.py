@@ -159,6 +159,9 @@ class RecorderTape:
         """Rows (and the skeletons of dropped rows) again for each start, with new ids: a cause inside
         the tape becomes the copy's own, a cause before it (what released the recorded repetition)
         the previous copy's last span. Rows past the recorder's limit leave their skeletons."""
+        if not self.rows and self.bones:  # the recorder was full: skeletons only, every copy at once
+            self._replay_bones(origin_s, np.asarray(starts, dtype=float))
+            return
         recorder, skeleton = self.recorder, self.recorder.skeleton
         rows = [(c, t, n, s - origin_s, e - origin_s, b, f, cat) for c, t, n, s, e, b, f, cat, *_ in self.rows]
         # the dropped rows' skeletons: (component, track, category, start, end, id, after, until)
@@ -208,6 +211,43 @@ class RecorderTape:
             prev_ids = new_ids
         if ids and recorder.env is not None:
             recorder.env.cause = prev_ids[last]  # what follows the copies waited for the last of them
+
+    def _replay_bones(self, origin_s: float, starts: np.ndarray) -> None:
+        """`_replay_rows` of a tape with no rows (recorded past the recorder's limit: its spans left
+        skeletons only), as columns: copy i's skeletons are the recorded ones with ids from that
+        copy's first, at start + (t - origin_s) (the same additions, in the same order), a cause
+        inside the tape mapped to the copy's own, one before it to the previous copy's last span."""
+        recorder, skeleton, bones = self.recorder, self.recorder.skeleton, self.bones
+        n, m = len(bones), len(starts)
+        step = len(self.rows) + self.dropped  # ids each copy takes
+        where = np.array([skeleton.codes(c, t, cat) for c, t, cat, *_ in bones], dtype=np.int32)
+        offsets = np.array([(b[3], b[4]) for b in bones], dtype=float)
+        inside = {b[5]: k for k, b in enumerate(bones)}
+        after = np.array([inside.get(b[6], -1) for b in bones], dtype=np.int64)
+        until = np.array([inside.get(b[7], -1) for b in bones], dtype=np.int64)
+        ends = [b[4] - origin_s for b in bones]
+        last = max(range(n), key=lambda k: (ends[k], k))
+        if not m:
+            if recorder.env is not None:
+                recorder.env.cause = bones[last][5]
+            return
+        first = recorder.next_id + step * np.arange(m, dtype=np.int64)  # each copy's first id
+        entry = np.empty(m, dtype=np.int64)  # what released each copy: the previous one's last span
+        entry[0] = bones[last][5]
+        entry[1:] = first[:-1] + last
+        times = np.empty((m, n, 2))
+        times[:, :, 0] = (starts[:, None] + offsets[None, :, 0]) - origin_s
+        times[:, :, 1] = (starts[:, None] + offsets[None, :, 1]) - origin_s
+        causes = np.empty((m, n, 3), dtype=np.int64)
+        causes[:, :, 0] = first[:, None] + np.arange(n, dtype=np.int64)[None, :]
+        causes[:, :, 1] = np.where(after >= 0, first[:, None] + after, entry[:, None])
+        causes[:, :, 2] = np.where(until >= 0, first[:, None] + until, entry[:, None])
+        skeleton.add_columns(np.tile(where, (m, 1)), times.reshape(m * n, 2), causes.reshape(m * n, 3))
+        recorder.next_id += step * m
+        if recorder.limit is not None:
+            recorder.dropped += self.dropped * m
+        if recorder.env is not None:
+            recorder.env.cause = int(first[-1]) + last  # what follows the copies waited for the last of them
 
     def _replay_calls(self, origin_s: float, starts: np.ndarray) -> None:
         calls = self.calls

@@ -84,19 +84,39 @@ class SpanSkeleton:
             code = self._names[text] = len(self._names)
         return code
 
+    def codes(self, component: str, track: str, category: str) -> tuple[int, int, int]:
+        """The interned codes of a span's (component, track, category), interned in this order the
+        first time."""
+        key = (component, track, category)
+        codes = self._triples.get(key)
+        if codes is None:
+            code = self.code
+            codes = self._triples[key] = (code(component), code(track), code(category))
+        return codes
+
     def add(
         self, component: str, track: str, category: str, start_s: float, end_s: float, sid: int, after: int, until: int
     ) -> None:
         if len(self) >= self.capacity:
             self._make_room(1)
-        key = (component, track, category)
-        codes = self._triples.get(key)
-        if codes is None:  # interned in this order the first time, as before
-            code = self.code
-            codes = self._triples[key] = (code(component), code(track), code(category))
+        codes = self._triples.get((component, track, category)) or self.codes(component, track, category)
         self.where.extend(codes)
         self.times.extend((start_s, end_s))
         self.causes.extend((sid, after, until))
+
+    def add_columns(self, where: np.ndarray, times: np.ndarray, causes: np.ndarray) -> None:
+        """Spans already laid out (codes n x 3 from `codes`, times n x 2: start, end, causes n x 3: id,
+        after, until), in order: what `add` of each in turn keeps, the same evictions included."""
+        if len(self.times):
+            self._flush()  # keep the order in which spans were added
+        n, at = len(times), 0
+        while at < n:
+            if len(self) >= self.capacity:
+                self._make_room(1)  # as `add` does when it finds the skeletons full
+            take = min(n - at, self.capacity - len(self))
+            self._chunks.append((where[at : at + take], times[at : at + take], causes[at : at + take]))
+            self._chunked += take
+            at += take
 
     def add_many(self, where: np.ndarray, starts, ends, first_id: int, after: int) -> None:
         """Spans with codes `where` (n x 3, from `code`), consecutive ids from `first_id`, all started

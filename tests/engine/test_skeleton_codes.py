@@ -94,3 +94,35 @@ def test_steps_added_together_equal_adding_each_transfer(capacity):
     assert together.added == one_by_one.added and together.lost == one_by_one.lost
     assert together.rows(0, together.added) == one_by_one.rows(0, one_by_one.added)
     pd.testing.assert_frame_equal(together.frame(), one_by_one.frame())
+
+
+@pytest.mark.parametrize("capacity", [10_000, 40, 9])
+def test_columns_added_together_equal_adding_each_span(capacity):
+    """`add_columns` (spans already laid out: a replayed layer's skeletons for every copy at once)
+    keeps what `add` of each span in turn keeps: the same rows and evictions, whatever the capacity
+    (9: the skeleton evicts in the middle of the columns)."""
+    rng = np.random.default_rng(2)
+    together, one_by_one = SpanSkeleton(capacity=capacity), SpanSkeleton(capacity=capacity)
+    names = [("g0", "compute", "compute"), ("g1", "nic", "comm"), ("g0", "nvlink", "comm")]
+    next_id = 0
+    for _ in range(10):
+        n = int(rng.integers(1, 25))
+        which = rng.integers(0, len(names), n)
+        starts = rng.uniform(0, 1, n)
+        rows = [
+            (*names[w], float(s), float(s) + 0.5, next_id + k, next_id - 1, next_id - 2)
+            for k, (w, s) in enumerate(zip(which, starts))
+        ]
+        next_id += n
+        for row in rows:
+            one_by_one.add(*row)
+        where = np.array([together.codes(*row[:3]) for row in rows], dtype=np.int32)
+        times = np.array([row[3:5] for row in rows], dtype=float)
+        causes = np.array([row[5:] for row in rows], dtype=np.int64)
+        together.add_columns(where, times, causes)
+        for skeleton in (together, one_by_one):  # a single span between
+            skeleton.add("g2", "compute", "compute", 5.0, 5.5, next_id, -1, -1)
+        next_id += 1
+    assert together.added == one_by_one.added and together.lost == one_by_one.lost
+    assert together.rows(0, together.added) == one_by_one.rows(0, one_by_one.added)
+    pd.testing.assert_frame_equal(together.frame(), one_by_one.frame())

@@ -548,6 +548,29 @@ def test_cp_layer_replay_stays_exact_when_the_span_recorder_fills_up_midway(monk
         _assert_same(fast.metrics, full.metrics)
 
 
+@pytest.mark.parametrize("capacity", [None, 777])
+def test_cp_layer_replay_past_the_trace_limit_leaves_the_skeletons_of_simulating_every_layer(monkeypatch, capacity):
+    """Past the trace limit a replayed layer's spans are skeletons only, laid out for every copy at
+    once (`RecorderTape._replay_bones`): the same codes, ids and causes as simulating every layer,
+    the same times (to rounding: base + offset), the same critical path; with a small skeleton
+    capacity (777) the same evictions too."""
+    from sim.engine import span_skeleton
+
+    if capacity is not None:
+        monkeypatch.setattr(span_skeleton.SpanSkeleton.__init__, "__defaults__", (capacity,))
+    scenario = cp_scenario([{"prompt_tokens": 8192, "decode_tokens": 2}], trace_limit=10)
+    full, fast = _simulated_every_layer(monkeypatch, scenario), run(scenario)
+    assert fast.events < full.events / 2  # the replay ran
+    a, b = (r.sim.recorder.skeleton for r in (fast, full))
+    assert (a.added, a.lost) == (b.added, b.lost) and (capacity is None or a.lost > 0)
+    x, y = a.frame(), b.frame()
+    for col in ("component", "track", "category", "id", "after", "until"):
+        assert (x[col].to_numpy() == y[col].to_numpy()).all(), col
+    for col in ("start_s", "end_s"):
+        np.testing.assert_allclose(x[col], y[col], rtol=1e-12, atol=1e-12)
+    _assert_same(fast.bottleneck, full.bottleneck)
+
+
 def test_explicit_layers_replay_exactly_where_one_rank_group_runs_alone(monkeypatch):
     """`simulate.layers: k` (k simulated, the rest replayed) now equals the full run, network energy too."""
     requests = [{"prompt_tokens": 8192}]
