@@ -228,6 +228,24 @@ class TrafficTape:
                 if hasattr(observer, "on_subflows"):
                     observer.on_subflows(t0s, t1s, np.tile(flat, k), np.tile(lengths, k), np.tile(nbytes, k))
         calls = [c for c in calls if c[0] != "on_subflows"]
+        stepped = [o for o in observers if hasattr(o, "on_steps_until")]
+        if stepped and any(c[0] == "on_flows" for c in calls):
+            # transfers' ends of every start at once, in the order the calls one by one give them
+            # (`on_steps_until`: `on_flows` of each, told the last flow's end: base + the recorded
+            # last end is the largest of base + each end, addition being monotonic); such an
+            # observer's other calls (link bytes) keep state of their own
+            flows = [
+                (a[0], a[1], a[2] - origin_s, (a[3].max().item() if len(a[3]) else a[2]) - origin_s, a[4])
+                for m, a in calls
+                if m == "on_flows"
+            ]
+            ends = [
+                (srcs, dsts, base + start, base + end, key)
+                for base in starts.tolist()
+                for srcs, dsts, start, end, key in flows
+            ]
+            for observer in stepped:
+                observer.on_steps_until(ends)
         relative = [
             (
                 m,
@@ -246,5 +264,5 @@ class TrafficTape:
                     shifted = (base + args[0], base + args[1], *args[2:])
                 for observer in observers:
                     call = getattr(observer, method, None)
-                    if call is not None:
+                    if call is not None and not (method == "on_flows" and observer in stepped):
                         call(*shifted)

@@ -571,6 +571,20 @@ def test_cp_layer_replay_past_the_trace_limit_leaves_the_skeletons_of_simulating
     _assert_same(fast.bottleneck, full.bottleneck)
 
 
+def test_a_replayed_layers_transfers_reach_the_energy_meter_at_once_as_one_by_one(monkeypatch):
+    """A replayed layer hands an observer with `on_steps_until` (the energy meter's LinkTraffic) the
+    ends of every copy's transfers in one call (sim/network/replay.py): the metrics (GPU power while
+    communicating included) and the critical path are those of an `on_flows` call per transfer."""
+    from sim.engine.link_traffic import LinkTraffic
+
+    scenario = cp_scenario([{"prompt_tokens": 8192, "decode_tokens": 2}], trace_limit=10)
+    batched = run(scenario)
+    monkeypatch.delattr(LinkTraffic, "on_steps_until")  # every transfer by itself (`on_flows`)
+    one_by_one = run(scenario)
+    assert batched.metrics == one_by_one.metrics and batched.metrics["energy_j"] > 0
+    assert batched.bottleneck == one_by_one.bottleneck
+
+
 def test_explicit_layers_replay_exactly_where_one_rank_group_runs_alone(monkeypatch):
     """`simulate.layers: k` (k simulated, the rest replayed) now equals the full run, network energy too."""
     requests = [{"prompt_tokens": 8192}]
