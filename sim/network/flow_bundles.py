@@ -83,6 +83,8 @@ class Bundles:
     def ids(self, links: np.ndarray, weights: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """Bundle id per row, rows given by their shared entries (`counts` per row; -1 if none)."""
         out = np.full(len(counts), -1, dtype=np.int64)
+        if not len(links):  # no row crosses a shared link
+            return out
         if len(counts) <= _SMALL_BATCH:  # few rows: one lookup each
             end = np.cumsum(counts).tolist()
             for i, m in enumerate(counts.tolist()):

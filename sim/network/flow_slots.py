@@ -177,6 +177,8 @@ class FlowSlots:
         """(position in `slots`, link, weight) of all entries of `slots`: shared, then edge."""
         bundle = self.bundle[slots]
         bundled = np.flatnonzero(bundle >= 0)
+        if not len(bundled):
+            return self._edge(slots)
         b_row, b_link, b_weight = self.bundles.of(bundle[bundled])
         e_row, e_link, e_weight = self._edge(slots)
         return (
