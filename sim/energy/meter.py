@@ -112,6 +112,7 @@ class EnergyMeter:
         # row of open intervals and one span key, fanned out to the set's GPUs by the report (16K
         # GPUs in 128-GPU CP rings: 128x fewer intervals than one per GPU per step)
         self._set_by_step: dict[StepKey, int] = {}  # a keyed step's transfer -> its GPU set's row
+        self._few_by_step: dict[StepKey, list[int]] = {}  # a keyed step's few endpoints -> their device rows
         self._set_by_content: dict[tuple, int] = {}  # (srcs, dsts) as tuples -> their GPU set's row
         self._set_of_rows: dict[bytes, int] = {}  # a GPU set (its device rows) -> its row
         self._set_rows: dict[int, list[int]] = {}  # span key of a GPU set -> its device rows
@@ -139,7 +140,14 @@ class EnergyMeter:
         s0 = e0 = 0.0
         for srcs, dsts, start_s, end_s, key in transfers:
             if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
-                rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+                few = self._few_by_step.get(key) if key is not None else None
+                if few is None:
+                    few = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+                    if key is not None:  # the same step: the same endpoints (sim/engine/replay.py)
+                        if len(self._few_by_step) >= _ROWS_BY_CONTENT_SETS:
+                            self._few_by_step.clear()  # bounded memory; a later transfer looks up again
+                        self._few_by_step[key] = few
+                rows = few
             else:
                 rows = self._transfer_set(srcs, dsts, key)
             if not rows or not end_s > start_s:
