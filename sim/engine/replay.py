@@ -61,6 +61,10 @@ class SpanTape:
     """Spans of one repetition on one component, as offsets from its start."""
 
     spans: list[TapeSpan] = field(default_factory=list)
+    # the spans in replay order, each with the index of the one it waits for (-1: the entry cause),
+    # worked out once for the spans recorded so far (`_order`)
+    _plan: list[tuple[TapeSpan, int]] = field(default_factory=list, init=False, repr=False, compare=False)
+    _planned: int = field(default=-1, init=False, repr=False, compare=False)
 
     def record(
         self,
@@ -85,12 +89,9 @@ class SpanTape:
         end order, so the one that ends last is the current cause afterwards."""
         if not self.spans:
             return
-        spans = sorted(self.spans, key=lambda sp: (sp[3], sp[2]))
-        ends = [sp[3] for sp in spans]
         ids: list[int] = []
         entry = sim.cause
-        for track, name, a, b, nbytes, flop, category in spans:
-            k = bisect_right(ends, a, hi=len(ids)) - 1  # the last recorded one ending by this start
+        for (track, name, a, b, nbytes, flop, category), k in self._order():
             ids.append(
                 sim.span(
                     component,
@@ -104,6 +105,17 @@ class SpanTape:
                     after=ids[k] if k >= 0 else entry,
                 )
             )
+
+
+    def _order(self) -> list[tuple[TapeSpan, int]]:
+        """The spans in end order, each with the position of the last one before it that ends by its
+        start (-1: none): what each replay records, worked out once (spans are only ever added)."""
+        if self._planned != len(self.spans):
+            spans = sorted(self.spans, key=lambda sp: (sp[3], sp[2]))
+            ends = [sp[3] for sp in spans]
+            self._plan = [(sp, bisect_right(ends, sp[2], hi=i) - 1) for i, sp in enumerate(spans)]
+            self._planned = len(self.spans)
+        return self._plan
 
 
 class RecorderTape:

@@ -82,6 +82,7 @@ class Capture:
     tape: SpanTape = field(default_factory=SpanTape)
     comm_s_by_link: dict[str, float] = field(default_factory=dict)  # exposed comm_s by the link kind it waited on
     comm_s_by_group: dict[str, float] = field(default_factory=dict)  # exposed comm_s by collective group (tp, cp, ep)
+    _summary: SpanTape | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, other: Capture, offset: float) -> None:
         self.kernel_s += other.kernel_s
@@ -94,16 +95,19 @@ class Capture:
         self.executed_flop += other.executed_flop
         self.tape.extend(other.tape, offset)
 
-    def summary(self, name: str) -> SpanTape:
+    def summary(self) -> SpanTape:
         """The op as its kernels' time, then its exposed waits per link kind, back to back: what a
-        replayed op records (its critical path and busy time add up as the captured op's do)."""
-        tape = SpanTape()
-        tape.record("compute", f"{name} kernels", 0.0, self.kernel_s, flop=self.flop, category="compute")
-        t = self.kernel_s
-        for kind, seconds in self.comm_s_by_link.items():
-            tape.record(kind, f"{name} exposed comm", t, t + seconds, category="comm")
-            t += seconds
-        return tape
+        replayed op records, names prefixed with the op's (its critical path and busy time add up as
+        the captured op's do). Built once, when the capture is complete."""
+        if self._summary is None:
+            tape = SpanTape()
+            tape.record("compute", "kernels", 0.0, self.kernel_s, flop=self.flop, category="compute")
+            t = self.kernel_s
+            for kind, seconds in self.comm_s_by_link.items():
+                tape.record(kind, "exposed comm", t, t + seconds, category="comm")
+                t += seconds
+            self._summary = tape
+        return self._summary
 
 
 class Group:
@@ -120,10 +124,11 @@ class Group:
         self.stats = DriverStats()
         self._signature: bytes | None = None
 
-    def signature(self, topology, items) -> bytes:
-        """What the timing of this group's ops depends on: the flows of its collectives (`items`: every
-        item the stage can run) and its speed."""
+    def signature(self, topology, plan) -> bytes:
+        """What the timing of this group's ops depends on: the flows of its collectives (every item
+        its stage can run, `plan.stage_items`) and its speed. Computed once."""
         if self._signature is None:
+            items = plan.stage_items(self.s)
             pairs = self.comm.pairs(i for i in items if isinstance(i, CommOp))
             sig = flow_signature(topology, [p[0] for p in pairs], [p[1] for p in pairs])
             self._signature = sig.tobytes() + np.float64(self.slowdown).tobytes()
@@ -197,7 +202,7 @@ class TrainingRun:
 
     # ---- compute ----------------------------------------------------------------------------
     def _signature(self, g: Group) -> bytes:
-        return g.signature(self.net.topology, self.plan.stage_items(g.s))
+        return g.signature(self.net.topology, self.plan)
 
     def _op(self, g: Group, op, j: int, gate: dict | None = None, done=None):
         """One forward or backward pass of a chunk on the group's compute stream. `gate`: DP unit ->
@@ -232,7 +237,7 @@ class TrainingRun:
                         self._ops[key] = cap
             else:
                 yield self.sim.timeout(cap.duration_s)
-                cap.summary(f"{op.kind}{op.microbatch} v{j}").replay(self.sim, g.driver.node, start)
+                cap.summary().replay(self.sim, g.driver.node, start, prefix=f"{op.kind}{op.microbatch} v{j} ")
             st.ops.append((start, self.sim.now))
             st.kernel_s += cap.kernel_s
             st.comm_in_ops_s += cap.comm_s
