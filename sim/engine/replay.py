@@ -106,7 +106,6 @@ class SpanTape:
                 )
             )
 
-
     def _order(self) -> list[tuple[TapeSpan, int]]:
         """The spans in end order, each with the position of the last one before it that ends by its
         start (-1: none): what each replay records, worked out once (spans are only ever added)."""
