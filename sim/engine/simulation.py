@@ -178,6 +178,15 @@ def _defuse_failure(event: simpy.Event) -> None:
         event.defused = True
 
 
+def _per_span(value, n: int) -> np.ndarray:
+    """`value` as n floats, one per span: one value for all, or one each (`np.broadcast_to` costs
+    several microseconds per call on this hot path)."""
+    if np.ndim(value) == 0:
+        return np.full(n, float(value))
+    array = np.asarray(value, dtype=float)
+    return array if array.shape == (n,) else np.broadcast_to(array, (n,))
+
+
 @dataclass
 class Recorder:
     """Spans of activity with their causes (module docstring). `limit` caps how many are kept (None:
@@ -245,7 +254,7 @@ class Recorder:
         (sim/engine/activity.py SpanActivity) take them in bulk."""
         components, names, n = list(components), list(names), len(components)
         tracks = [tracks] * n if isinstance(tracks, str) else list(tracks)
-        starts, ends, sizes = (np.broadcast_to(np.asarray(v, dtype=float), (n,)) for v in (start_s, end_s, nbytes))
+        starts, ends, sizes = (_per_span(v, n) for v in (start_s, end_s, nbytes))
         for observe in self.observers:
             bulk = getattr(observe, "observe_many", None)  # optional part of the observer interface
             if bulk is not None:
