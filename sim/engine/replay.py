@@ -230,7 +230,7 @@ class RecorderTape:
         inside the tape mapped to the copy's own, one before it to the previous copy's last span."""
         recorder, skeleton, bones = self.recorder, self.recorder.skeleton, self.bones
         n, m = len(bones), len(starts)
-        step = len(self.rows) + self.dropped  # ids each copy takes
+        step = self.dropped  # ids each copy takes (no rows: all of them dropped)
         where = np.array([skeleton.codes(c, t, cat) for c, t, cat, *_ in bones], dtype=np.int32)
         offsets = np.array([(b[3], b[4]) for b in bones], dtype=float)
         inside = {b[5]: k for k, b in enumerate(bones)}
