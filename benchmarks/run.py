@@ -9,7 +9,8 @@ its target then no longer applies and shows as "n/a").
 Prints one table. First start-up (issue 26), each command a fresh process run `--startup-repeats`
 times (median wall time, peak resident memory of the process): `python -c "import numpy"` (the
 yardstick), `dcsim --help`, `python -c "import sim.cli"` and the README's first command (`dcsim run
-scenarios/allreduce-2x8-h100.yaml`), with their ratio to the yardstick; targets: `dcsim --help` at
+scenarios/allreduce-2x8-h100.yaml`; `dcsim` is the console script beside this interpreter, see
+`dcsim_command`), with their ratio to the yardstick; targets: `dcsim --help` at
 most 4x `import numpy`, the small scenario under 1 s (on a quiet machine; the ratio is less
 sensitive to load). Then, all runs in this one process: bare SimPy's and dcsim's engine events/s on
 a timeout loop, the engine probe's rate and this machine's speed relative to the machine the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import resource
 import shutil
 import statistics
@@ -116,9 +118,23 @@ def modules_without_bytecode(root: Path) -> int:
     return missing
 
 
+def dcsim_command() -> list[str]:
+    """How the start-up rows start `dcsim`: the console script `pip install` wrote beside this
+    interpreter (what `dcsim` is in a virtual environment), else the first `dcsim` on PATH, else
+    `python -m sim.cli`. The script beside the interpreter comes first because a version manager's
+    `dcsim` on PATH (pyenv's shims) is a shell script that finds the interpreter before starting it:
+    50-100 ms of its own on this machine, which `python -c "import numpy"`, run by this
+    interpreter, does not pay either."""
+    beside = Path(sys.executable).parent / "dcsim"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    found = shutil.which("dcsim")
+    return [found] if found else [sys.executable, "-m", "sim.cli"]
+
+
 def startup_rows(repeats: int) -> None:
     """Start-up rows of the table: median wall time of `repeats` fresh processes per command."""
-    dcsim = [shutil.which("dcsim") or sys.executable, *([] if shutil.which("dcsim") else ["-m", "sim.cli"])]
+    dcsim = dcsim_command()
     commands = {
         "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
         "dcsim --help": [*dcsim, "--help"],

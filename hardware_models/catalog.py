@@ -20,6 +20,7 @@ from hardware_models.gpu import DeviceSpec
 from hardware_models.memory import MemoryTierSpec
 from hardware_models.nic import LinkSpec
 from hardware_models.spec import Spec
+from hardware_models.yaml_files import load_yaml_file
 
 CATALOG_DIR = Path(__file__).parent / "catalog"
 SECTIONS: dict[str, tuple[str, type[Spec]]] = {
@@ -34,7 +35,7 @@ S = TypeVar("S", bound=Spec)
 def _raw_section(section: str) -> dict[str, dict[str, Any]]:
     filename, _ = SECTIONS[section]
     with open(CATALOG_DIR / filename) as f:
-        data = yaml.safe_load(f) or {}
+        data = load_yaml_file(f) or {}
     return {name: {"name": name, **fields} for name, fields in data.items()}
 
 
@@ -66,7 +67,7 @@ def _load_file(path: str) -> dict[str, Any]:
         raise ValueError(f"file {path!r} not found")
     try:
         with open(p) as f:
-            data = yaml.safe_load(f)
+            data = load_yaml_file(f)
     except yaml.YAMLError as exc:  # pydantic turns ValueErrors (only) into one-line errors
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

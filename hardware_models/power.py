@@ -33,11 +33,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, field_validator, model_validator
 
 from hardware_models.nic import LinkSpec
 from hardware_models.spec import PowerSpec, Spec
+from hardware_models.yaml_files import load_yaml_file
 
 POWER_CATALOG = Path(__file__).parent / "catalog" / "power.yaml"
 DVFS_EXPONENT = 3.0  # P_dyn ~ f V^2 with V ~ f
@@ -84,7 +84,7 @@ def capped_power_w(
 @lru_cache(maxsize=1)
 def _defaults() -> dict[str, Any]:
     with open(POWER_CATALOG) as f:
-        return yaml.safe_load(f)
+        return load_yaml_file(f)
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -135,15 +135,16 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(report["summary"]))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from sim.report.table import literal_console
 
     table = Table(title=report["title"], show_header=True, header_style="bold")
     for i, col in enumerate(report["columns"]):
         table.add_column(col, justify="left" if i < 5 else "right")
     for row in report["rows"]:
         table.add_row(*row)
-    Console().print(table)
+    literal_console().print(table)
     for line in report["footer"]:
         print(line)
     return 0

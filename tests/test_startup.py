@@ -22,15 +22,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ALLREDUCE = str(ROOT / "scenarios" / "allreduce-2x8-h100.yaml")
 HEAVY = ("pandas", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "pyarrow", "rich", "numba")
+# modules inside packages a run needs that it does not: numpy.ma (numpy 2's `unique` imports it on its
+# first call, 10-20 ms: sim.engine.codes.distinct sorts instead) and rich's emoji table (11 ms: the
+# tables print text as it is, sim.report.table.literal_console)
+UNNEEDED = ("numpy.ma", "rich._emoji_codes")
 
 
 def loaded_after(code: str, cache_dir: Path | None = None) -> set[str]:
-    """Top-level packages and sim.workloads.* modules in sys.modules after running `code` in a
-    fresh interpreter."""
+    """Top-level packages, sim.workloads.* modules and those of UNNEEDED in sys.modules after running
+    `code` in a fresh interpreter."""
     probe = (
         f"{code}\nimport sys, json\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} "
-        "| {m for m in sys.modules if m.startswith('sim.workloads.')})))"
+        f"| {{m for m in sys.modules if m.startswith('sim.workloads.') or m in {UNNEEDED!r}}})))"
     )
     env = {**os.environ, **({"DCSIM_CACHE_DIR": str(cache_dir)} if cache_dir else {})}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -77,4 +81,5 @@ def test_a_small_run_and_its_report_need_no_pandas_plotting_scipy_dask_torch_pin
     loaded_after(run, tmp_path)  # the first run asks pint for the units' factors and remembers them
     loaded = loaded_after(run, tmp_path)
     assert not loaded & {"pandas", "pyarrow", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "numba"}
+    assert not loaded & set(UNNEEDED)
     assert _kinds_loaded(loaded) == {"collective"}

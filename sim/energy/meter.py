@@ -50,6 +50,7 @@ import numpy as np
 
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
 from sim.engine.activity import SpanActivity, block_edges, union
+from sim.engine.codes import distinct
 from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 from sim.engine.open_intervals import JOIN_ABS, JOIN_REL, OpenIntervals
 from sim.engine.replay import StepKey
@@ -176,7 +177,7 @@ class EnergyMeter:
             rows = np.fromiter(
                 (row.get(n, -1) for seq in (srcs, dsts) for n in seq), dtype=np.int64, count=len(srcs) + len(dsts)
             )
-            found = self._set_row(np.unique(rows[rows >= 0]))
+            found = self._set_row(distinct(rows[rows >= 0]))
             if key is not None:
                 if len(self._set_by_content) >= _ROWS_BY_CONTENT_SETS:
                     self._set_by_content.clear()  # bounded memory; a later transfer looks up again

@@ -23,6 +23,8 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from sim.engine.codes import distinct
+
 
 class SpanActivity:
     """Recorder observer: busy intervals per (component, track, category), merged in batches."""
@@ -196,7 +198,7 @@ def block_edges(load: np.ndarray, block: float) -> np.ndarray:
     if total <= block:
         return np.array([0, len(load)])
     cuts = np.searchsorted(np.cumsum(load), np.arange(1, int(np.ceil(total / block))) * block, side="right")
-    return np.unique(np.r_[0, cuts, len(load)])
+    return distinct(np.r_[0, cuts, len(load)])
 
 
 def _union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ import numpy as np
 import simpy
 
 from hardware_models.topology import Topology
+from sim.engine.codes import distinct
 from sim.engine.replay import StepKey
 from sim.engine.simulation import Simulation
 from sim.network.base import PAIR_ROUTES_MAX_FLOWS, Flow, Network, Routed, TransferGroup, select_rows
@@ -208,7 +209,7 @@ class FlowNetwork(Network):
         parts = (
             [(latency[0], rows)]
             if len(latency) == 1 or (latency == latency[0]).all()
-            else [(lat, select_rows(rows, latency == lat)) for lat in np.unique(latency)]
+            else [(lat, select_rows(rows, latency == lat)) for lat in distinct(latency)]
         )
         for lat, part in parts:
             self._seq += 1
@@ -382,7 +383,7 @@ class FlowNetwork(Network):
         """The distinct links of a keyed step's rows (once per key)."""
         own = self._step_links.get(key)
         if own is None:
-            own = self._step_links[key] = np.unique(links)
+            own = self._step_links[key] = distinct(links)
         return own
 
     def _claims(self) -> np.ndarray:
@@ -415,7 +416,7 @@ class FlowNetwork(Network):
     def _disturb(self, links: np.ndarray) -> None:
         """A transfer is about to use `links`: the replayed steps there re-enter the network
         (`_materialise`) and the steps recorded there no longer run alone."""
-        for gid in np.unique(self._claimant[links]).tolist():
+        for gid in distinct(self._claimant[links]).tolist():
             if gid < 0:
                 continue
             rec = self._recordings.get(gid)
@@ -503,7 +504,7 @@ class FlowNetwork(Network):
         if not keys:
             return None
         trajectories = [self._trajectories[key] for key in keys]
-        links = np.unique(np.concatenate([t.links for t in trajectories]))
+        links = distinct(np.concatenate([t.links for t in trajectories]))
         plan = _SchedulePlan(positions, keys, trajectories, links)
         if len(self._plans) >= _ROWS_MAX_KEYS:
             self._plans.clear()  # bounded memory

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.codes import factorize
+from sim.engine.codes import distinct, factorize
 
 _SMALL_BATCH = 64  # batches up to this many flows are looked up one by one
 
@@ -93,7 +93,7 @@ class Bundles:
                     out[i] = self._id(np.concatenate([links[part].astype(float), weights[part]]), m)
             return out
         owner = np.repeat(np.arange(len(counts)), counts)
-        for m in np.unique(counts[counts > 0]).tolist():
+        for m in distinct(counts[counts > 0]).tolist():
             rows = np.flatnonzero(counts == m)
             mine = counts[owner] == m
             keys = np.concatenate([links[mine].reshape(-1, m).astype(float), weights[mine].reshape(-1, m)], axis=1)

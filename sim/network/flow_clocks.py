@@ -25,6 +25,7 @@ from itertools import repeat
 
 import numpy as np
 
+from sim.engine.codes import distinct
 from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
@@ -157,7 +158,7 @@ class BundleClocks:
         self.members += len(slots)
         owner, link, weight = edge
         self._add_pairs(bundles[owner], link, weight, 1)
-        touched = np.unique(bundles)
+        touched = distinct(bundles)
         self.head[touched] = [self.heaps[b][0][0] for b in touched.tolist()]
         return keys
 
@@ -168,7 +169,7 @@ class BundleClocks:
         self.members -= len(bundles)
         owner, link, weight = edge
         self._add_pairs(bundles[owner], link, -weight, -1)
-        self._refresh(np.unique(bundles), valid)
+        self._refresh(distinct(bundles), valid)
 
     def stop(self, bundles: np.ndarray) -> None:
         """Drop these clocks (their members became per-flow rows)."""

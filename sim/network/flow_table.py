@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.engine.codes import distinct
 from sim.network.flow_bundles import owners, ranges
 from sim.network.flow_slots import FlowSlots
 from sim.network.max_min import (
@@ -325,7 +326,7 @@ class FlowTable(FlowSlots):
         a["finish"][slots] = np.inf
         a["due"][slots] = np.inf
         self._loose = self._loose[~a["clocked"][self._loose]]
-        self.clocks.retime(np.unique(b))
+        self.clocks.retime(distinct(b))
 
     def _unclock(self, clocks: np.ndarray, now: float) -> np.ndarray:
         """Turn these clocks' members back into per-flow rows (bytes left and rate as of `now`);

@@ -28,14 +28,20 @@ JOB_COLUMNS = ("kind", "gpus", "hosts", "completion_s", "alone_completion_s", "s
 JOB_HEADERS = {"alone_completion_s": "alone", "slowdown_vs_alone": "slowdown"}  # short: one table row per job
 
 
+def literal_console(**options) -> Console:
+    """A rich Console that prints text as it is: no console markup (a name such as `ring [nvlink]`
+    keeps its brackets) and no emoji codes (`:x:` stays); `options` as Console takes them."""
+    return Console(markup=False, emoji=False, **options)
+
+
 def print_run(result, links_top: int = 0, console: Console | None = None) -> None:
     """Print the metrics of a RunResult (sim/report/result.py) and, if `links_top`, its busiest links."""
-    (console or Console()).print(Group(*run_tables(result, links_top)))
+    (console or literal_console()).print(Group(*run_tables(result, links_top)))
 
 
 def render_run(result, links_top: int = 0, width: int = 100) -> str:
     """The text `print_run` prints, for a terminal `width` columns wide (tests, notebooks)."""
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    console = literal_console(file=io.StringIO(), width=width, record=True, color_system=None)
     print_run(result, links_top, console)
     return console.export_text()
 

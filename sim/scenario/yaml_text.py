@@ -15,11 +15,14 @@ from typing import Any
 
 import yaml
 
+from hardware_models.yaml_files import SAFE_LOADER
+
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
-class UserYamlLoader(yaml.SafeLoader):
-    """yaml.SafeLoader whose implicit booleans are YAML 1.2's (`true`, `false`)."""
+class UserYamlLoader(SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader (on libyaml's C parser where PyYAML has it: hardware_models/yaml_files.py)
+    whose implicit booleans are YAML 1.2's (`true`, `false`)."""
 
 
 UserYamlLoader.yaml_implicit_resolvers = {
@@ -31,7 +34,7 @@ UserYamlLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|
 
 def load_yaml(stream: Any) -> Any:
     """Parse YAML text or an open file (safe loader, YAML 1.2 booleans)."""
-    loader = UserYamlLoader(stream)  # what yaml.safe_load does, with this loader (a SafeLoader)
+    loader = UserYamlLoader(stream)  # what yaml.safe_load does, with this loader (a safe loader)
     try:
         return loader.get_single_data()
     finally:

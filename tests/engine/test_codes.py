@@ -1,5 +1,5 @@
 """`factorize` and `factorize_rows` (sim/engine/codes.py): codes in order of first appearance, the
-numbering pandas.factorize gives, without importing pandas."""
+numbering pandas.factorize gives, without importing pandas; `distinct`: numpy's `unique` by sorting."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sim.engine.codes import factorize, factorize_rows
+from sim.engine.codes import distinct, factorize, factorize_rows
 
 
 @pytest.mark.parametrize(
@@ -26,6 +26,15 @@ def test_factorize_numbers_values_in_order_of_first_appearance_as_pandas_does(va
     assert codes.tolist() == expected_codes.tolist()
     assert list(distinct) == list(expected_distinct)
     assert list(distinct[codes]) == list(values)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 100, 10_000])
+def test_distinct_is_numpys_unique(n):
+    rng = np.random.default_rng(n)
+    for values in (rng.integers(-5, max(n // 3, 1), n), rng.integers(0, 3, (n, 2)), rng.random(n).round(2)):
+        got, expected = distinct(values), np.unique(values)
+        assert got.dtype == expected.dtype
+        assert got.tolist() == expected.tolist()
 
 
 def test_factorize_of_nothing_is_empty():

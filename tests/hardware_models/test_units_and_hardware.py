@@ -1,5 +1,7 @@
 """Units parse into SI floats; device cost functions follow the roofline with shape-dependent efficiency."""
 
+from pathlib import Path
+
 import pytest
 
 from hardware_models import catalog
@@ -90,3 +92,13 @@ def test_tier_access_time_is_iops_or_bandwidth_bound():
     assert dram.access_time_s(1e6, 100) == pytest.approx(
         max(1e6 * 128 / dram.bandwidth, 1e6 / dram.max_iops) + dram.latency
     )
+
+
+def test_the_catalog_files_read_as_the_pure_python_safe_loader_reads_them():
+    import yaml
+
+    from hardware_models.yaml_files import load_yaml_file
+
+    for path in sorted((Path(catalog.__file__).parent / "catalog").glob("*.yaml")):
+        text = path.read_text()
+        assert load_yaml_file(text) == yaml.safe_load(text), path.name

@@ -212,3 +212,19 @@ def test_render_run_prints_sub_tables_and_the_bottleneck_rows():
     assert "energy_j_by_class" in text and "sum = energy_j" in text
     assert "bottleneck" in text and "critical path" in text
     assert "bytes / (capacity x run)" in text and "busy / run" in text
+
+
+def test_the_tables_print_names_as_they_are_without_markup_or_emoji_codes():
+    import io
+
+    from rich.table import Table
+
+    from sim.report.table import literal_console
+
+    table = Table()
+    table.add_column("link [nvlink]")
+    table.add_row("ring [scale-up] :x: step")
+    console = literal_console(file=io.StringIO(), width=80, record=True, color_system=None)
+    console.print(table)
+    text = console.export_text()
+    assert "link [nvlink]" in text and "ring [scale-up] :x: step" in text
