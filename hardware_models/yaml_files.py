@@ -11,9 +11,10 @@ import yaml
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_yaml_file(stream: Any) -> Any:
-    """`yaml.safe_load` of an open file or a text, with `SAFE_LOADER` (what safe_load does, with it)."""
-    loader = SAFE_LOADER(stream)
+def load_yaml_file(stream: Any, loader_class: Any = SAFE_LOADER) -> Any:
+    """`yaml.safe_load` of an open file or a text, with `loader_class` (what safe_load does, with it;
+    a safe loader's subclass, e.g. the scenario files' sim/scenario/yaml_text.py)."""
+    loader = loader_class(stream)
     try:
         return loader.get_single_data()
     finally:

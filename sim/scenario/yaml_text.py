@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from hardware_models.yaml_files import SAFE_LOADER
+from hardware_models.yaml_files import SAFE_LOADER, load_yaml_file
 
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
@@ -34,8 +34,4 @@ UserYamlLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|
 
 def load_yaml(stream: Any) -> Any:
     """Parse YAML text or an open file (safe loader, YAML 1.2 booleans)."""
-    loader = UserYamlLoader(stream)  # what yaml.safe_load does, with this loader (a safe loader)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+    return load_yaml_file(stream, UserYamlLoader)
