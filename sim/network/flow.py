@@ -23,8 +23,11 @@ done by then, puts the current one back and lets the rest run step by step.
 from __future__ import annotations
 
 import heapq
+import operator
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from math import ulp
 
 import numpy as np
@@ -85,6 +88,7 @@ class FlowNetwork(Network):
         self._plans: dict[int, tuple[object, _SchedulePlan]] = {}  # id(steps) -> (steps, plan) (`run_steps`)
         self._schedules: dict[int, _ScheduleRun] = {}  # id -> a schedule replayed as one (`run_steps`)
         self._arriving = np.zeros(self._num_links, dtype=np.int64)
+        self._step_observer_calls: tuple[tuple, tuple[list, list, list]] | None = None  # `_step_observers`
 
     @property
     def active_flows(self) -> int:
@@ -548,15 +552,7 @@ class FlowNetwork(Network):
         recorder, env, plan = self.sim.recorder, self.sim.env, run.plan
         if plan.codes is None:  # interned once per schedule
             plan.codes = [self._skeleton_codes_of(k, self._keyed[k][0], self._keyed[k][1], None) for k in plan.keys]
-        batched = [o.on_steps_until for o in self.traffic_observers if hasattr(o, "on_steps_until")]
-        until = [
-            o.on_flows_until
-            for o in self.traffic_observers
-            if hasattr(o, "on_flows_until") and not hasattr(o, "on_steps_until")
-        ]
-        flows = [
-            o.on_flows for o in self.traffic_observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")
-        ]
+        batched, until, flows = self._step_observers()
         skeletons, ends = [], []  # ends: (srcs, dsts, start, last flow's end, key) per step
         deferred, starts, steps_of = self._deferred, run.starts, plan.steps_of(self._keyed)
         next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
@@ -599,6 +595,22 @@ class FlowNetwork(Network):
             self.replayed_steps += steps
         recorder.skeleton_steps(skeletons)
         run.completed = max(run.completed, upto)
+
+    def _step_observers(self) -> tuple[list, list, list]:
+        """The traffic observers' calls for completed steps (`_complete_skeleton_steps`): those taking
+        all steps at once (`on_steps_until`), a step's last end (`on_flows_until`) or every flow's end
+        (`on_flows`); looked up again only when the observers change."""
+        observers = tuple(self.traffic_observers)
+        cached = self._step_observer_calls
+        if cached is not None and len(cached[0]) == len(observers) and all(map(operator.is_, cached[0], observers)):
+            return cached[1]
+        calls = (
+            [o.on_steps_until for o in observers if hasattr(o, "on_steps_until")],
+            [o.on_flows_until for o in observers if hasattr(o, "on_flows_until") and not hasattr(o, "on_steps_until")],
+            [o.on_flows for o in observers if hasattr(o, "on_flows") and not hasattr(o, "on_flows_until")],
+        )
+        self._step_observer_calls = (observers, calls)
+        return calls
 
     def _end_schedule(self, sid: int, token: object) -> None:
         run = self._schedules.get(sid)
@@ -653,7 +665,7 @@ class FlowNetwork(Network):
             return
         trajectory, runs, number = d
         self._deferrals.remove(number)
-        t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
+        t0, t1, times = np.array(runs, dtype=float).T.copy()  # rows: start, end, replays (contiguous)
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()
         self._link_bytes[links] += per_run * total
@@ -751,38 +763,53 @@ def _merge_paths(routed: Routed) -> Routed:
 class _DeferralIndex:
     """The links of the deferred replays' steps, to find those on given links at once: per link the
     set of live deferrals using it (a recording's settle asks for the few deferrals among hundreds on
-    its links; a scan of every deferral's links would cost hundreds of thousands of entries a time)."""
+    its links; a scan of every deferral's links would cost hundreds of thousands of entries a time).
+
+    A step crosses hundreds of links and is deferred again and again: the sets of its links array
+    (a trajectory's, the same object each time) are looked up once and kept (`_sets_of`, bounded),
+    so adding or removing a deferral is one C-level pass over them (`map`), not a Python loop."""
+
+    SETS_KEPT = 8192  # links arrays whose sets are kept looked up (bounded memory)
 
     def __init__(self, num_links: int) -> None:
         self.made = 0
         self.live: dict[int, StepKey] = {}  # deferral number -> its key, while deferred
-        self._links_of: dict[int, list[int]] = {}  # deferral number -> its links
+        self._links_of: dict[int, np.ndarray] = {}  # deferral number -> its links
         self._using = np.zeros(num_links, dtype=np.int64)  # live deferrals using each link
         self._on_link: dict[int, set[int]] = {}  # link -> the live deferrals using it
+        self._sets_of: dict[int, tuple[np.ndarray, list[set[int]]]] = {}  # id(links) -> (links, their sets)
+
+    def _sets(self, links: np.ndarray) -> list[set[int]]:
+        kept = self._sets_of.get(id(links))
+        if kept is not None and kept[0] is links:
+            return kept[1]
+        on_link = self._on_link
+        sets = []
+        for link in links.tolist():
+            users = on_link.get(link)
+            if users is None:
+                users = on_link[link] = set()
+            sets.append(users)
+        if len(self._sets_of) >= self.SETS_KEPT:
+            self._sets_of.clear()
+        self._sets_of[id(links)] = (links, sets)  # holding `links` keeps its id unique
+        return sets
 
     def add(self, key: StepKey, links: np.ndarray) -> int:
         """A new deferral of `key`'s replays on `links` (distinct): its number (later ones have larger ones)."""
         self.made += 1
         number = self.made
         self.live[number] = key
-        listed = self._links_of[number] = links.tolist()
+        self._links_of[number] = links
         self._using[links] += 1
-        on_link = self._on_link
-        for link in listed:
-            users = on_link.get(link)
-            if users is None:
-                on_link[link] = {number}
-            else:
-                users.add(number)
+        deque(map(set.add, self._sets(links), repeat(number)), maxlen=0)
         return number
 
     def remove(self, number: int) -> None:
         del self.live[number]
-        listed = self._links_of.pop(number)
-        self._using[listed] -= 1
-        on_link = self._on_link
-        for link in listed:
-            on_link[link].discard(number)
+        links = self._links_of.pop(number)
+        self._using[links] -= 1
+        deque(map(set.discard, self._sets(links), repeat(number)), maxlen=0)
 
     def on(self, links: np.ndarray) -> list[StepKey]:
         """The deferred keys with any of `links`, in deferral order."""

@@ -412,3 +412,32 @@ def test_the_deferral_index_finds_the_deferred_steps_on_links_in_deferral_order(
     again = index.add(keys[0], np.array([21, 5]))  # a key deferred again: a new, later deferral
     assert again > numbers[-1] and index.on(np.array([21])) == [keys[5], keys[0]]
     assert index.on(np.array([3])) == []
+
+
+def test_deferrals_again_on_one_links_array_are_found_while_live_however_many_arrays_were_seen(monkeypatch):
+    """A step deferred again and again (its trajectory's links array each time) is found by any of
+    its links while live and not after; past `SETS_KEPT` arrays, the looked-up sets are forgotten
+    and the index still answers as before."""
+    from sim.engine.replay import StepKey
+    from sim.network.flow import _DeferralIndex
+
+    monkeypatch.setattr(_DeferralIndex, "SETS_KEPT", 2)
+    index, shared = _DeferralIndex(16), np.array([1, 2, 3])
+    a, b = StepKey("a"), StepKey("b")
+    first = index.add(a, shared)
+    index.remove(first)
+    assert index.on(shared) == []
+    second, third = index.add(a, shared), index.add(b, shared)
+    assert index.on(np.array([2])) == [a, b]
+    index.remove(second)
+    assert index.on(np.array([3])) == [b]
+    others = [np.array([4 + i, 9]) for i in range(3)]  # more arrays than are kept
+    keys = [StepKey(f"o{i}") for i in range(3)]
+    numbers = [index.add(key, links) for key, links in zip(keys, others)]
+    assert len(index._sets_of) <= 2
+    assert index.on(np.array([9])) == keys
+    index.remove(third)
+    assert index.on(shared) == []
+    index.remove(numbers[1])
+    assert index.on(np.array([5, 9])) == [keys[0], keys[2]]
+    assert index._using.tolist() == [0] * 4 + [1, 0, 1] + [0, 0, 2] + [0] * 6

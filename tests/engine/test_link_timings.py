@@ -1,0 +1,61 @@
+"""`_timings` (sim/engine/link_traffic.py) groups the intervals that link traffic bins by their
+(start, end): the distinct timings in sorted order and each entry's timing. Intervals mostly come in
+runs of one timing (a transfer's sub-flows); long runs are coded run by run. The result is the same
+as coding every interval, whatever the runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sim.engine.link_traffic as link_traffic
+from sim.engine.link_traffic import _timings
+
+
+def intervals_in_runs(seed: int, runs: int, longest: int):
+    """`runs` runs of 1..longest intervals of one timing each; timings repeat across runs."""
+    rng = np.random.default_rng(seed)
+    timings = rng.uniform(0, 10, (max(1, runs // 3), 2))
+    timings[:, 1] += timings[:, 0]
+    chosen = timings[rng.integers(0, len(timings), runs)]
+    lengths = rng.integers(1, longest + 1, runs)
+    t0, t1 = np.repeat(chosen[:, 0], lengths), np.repeat(chosen[:, 1], lengths)
+    interval = rng.integers(0, len(t0), 3 * len(t0))  # entries (e.g. link entries) of intervals
+    return t0, t1, interval
+
+
+def coded_one_by_one(t0, t1, interval):
+    """Every interval coded on its own: the reference."""
+    u0, i0 = np.unique(t0, return_inverse=True)
+    u1, i1 = np.unique(t1, return_inverse=True)
+    pairs, pair_of = np.unique(i0 * len(u1) + i1, return_inverse=True)
+    return u0[pairs // len(u1)], u1[pairs % len(u1)], pair_of[interval], len(pairs)
+
+
+@pytest.mark.parametrize("seed, runs, longest", [(0, 50, 400), (1, 300, 2), (2, 1000, 1), (3, 5, 1000), (4, 1, 70)])
+def test_timings_coded_by_runs_are_those_coded_one_by_one(seed, runs, longest):
+    t0, t1, interval = intervals_in_runs(seed, runs, longest)
+    starts, ends, timing, n = _timings(t0, t1, interval)
+    ref_starts, ref_ends, ref_timing, ref_n = coded_one_by_one(t0, t1, interval)
+    assert n == ref_n == len(starts) == len(ends)
+    assert starts.tolist() == ref_starts.tolist() and ends.tolist() == ref_ends.tolist()
+    assert timing.tolist() == ref_timing.tolist()
+    assert (starts[timing] == t0[interval]).all() and (ends[timing] == t1[interval]).all()
+
+
+def test_short_inputs_are_coded_one_by_one(monkeypatch):
+    t0, t1, interval = intervals_in_runs(5, 10, 3)
+    monkeypatch.setattr(link_traffic, "_RUNS_MIN", 10**9)
+    assert [np.asarray(x).tolist() for x in _timings(t0, t1, interval)] == [
+        np.asarray(x).tolist() for x in coded_one_by_one(t0, t1, interval)
+    ]
+
+
+def test_repeated_ranges_index_each_part_tiled_its_number_of_times():
+    from sim.engine.link_traffic import _repeated_ranges
+
+    parts = [np.array([3.0, 1.0]), np.array([], dtype=float), np.array([7.0]), np.array([2.0, 5.0, 4.0])]
+    times = np.array([2, 3, 0, 1])
+    index = _repeated_ranges(np.array([len(p) for p in parts]), times)
+    tiled = np.concatenate([np.tile(p, k) for p, k in zip(parts, times)])
+    assert np.concatenate(parts)[index].tolist() == tiled.tolist() == [3.0, 1.0, 3.0, 1.0, 2.0, 5.0, 4.0]
