@@ -345,10 +345,11 @@ class Recorder:
                 where, np.asarray(starts, dtype=float), np.asarray(ends, dtype=float), first_id, after
             )
 
-    def skeleton_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
+    def skeleton_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None) -> None:
         """`skeleton_codes(where, start, start + offsets, first_id, after)` of several transfers in
-        order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once."""
-        self.skeleton.add_steps(steps)
+        order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once;
+        `flows`: their flows in all, if known (`SpanSkeleton.add_steps`)."""
+        self.skeleton.add_steps(steps, flows)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The kept spans as columns (SPAN_COLUMNS and `duration_s`): text as object arrays, times and

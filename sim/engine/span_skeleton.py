@@ -97,7 +97,7 @@ class SpanSkeleton:
     def add(
         self, component: str, track: str, category: str, start_s: float, end_s: float, sid: int, after: int, until: int
     ) -> None:
-        if len(self) >= self.capacity:
+        if len(self.times) // 2 + self._chunked >= self.capacity:  # len(self), inline: once per span
             self._make_room(1)
         codes = self._triples.get((component, track, category)) or self.codes(component, track, category)
         self.where.extend(codes)
@@ -138,15 +138,22 @@ class SpanSkeleton:
         self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, kept_ends, first_id + skip, after))
         self._chunked += n
 
-    def add_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> None:
+    def add_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None) -> None:
         """The flows of several transfers in order, each `(where, start, offsets, first_id, after)`:
         `add_many(where, start, start + offsets, first_id, after)` (the steps of a replayed schedule:
         int32 codes from `code`, one start, each flow's end as an offset from it). They are kept
         together as one lazy chunk (`_Steps`), with the evictions the calls one by one would make.
+        `flows`: the steps' flows in all, where the caller knows it and every step has some; when
+        they all fit, the list is kept as it is (the one chunk the step-by-step path would make).
         """
         if len(self.times):
             self._flush()
         capacity = self.capacity
+        if flows is not None and self._chunked + flows <= capacity:
+            chunk = _Steps()
+            chunk.steps, chunk.n = steps, flows
+            self._add_steps_chunk(chunk)
+            return
         pending = _Steps()
         for step in steps:
             n = len(step[0])

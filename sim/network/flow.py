@@ -479,9 +479,11 @@ class FlowNetwork(Network):
         if plan is None or not self._alone(plan.links):
             return super().run_steps(steps, name)
         sid = self.sim.next_id("flow-group")
-        starts = [float(self.sim.now)]
-        for trajectory in plan.trajectories:  # as each step's replay timer would add up
-            starts.append(starts[-1] + trajectory.duration_s)
+        t = float(self.sim.now)
+        starts = [t]
+        for duration_s in plan.durations:  # as each step's replay timer would add up
+            t = t + duration_s
+            starts.append(t)
         run = _ScheduleRun(steps, plan, starts, name, self.sim.cause, object(), self.sim.env.event())
         self._schedules[sid] = run
         self._unwritten[sid] = plan.links
@@ -509,7 +511,7 @@ class FlowNetwork(Network):
             return None
         trajectories = [self._trajectories[key] for key in keys]
         links = distinct(np.concatenate([t.links for t in trajectories]))
-        plan = _SchedulePlan(positions, keys, trajectories, links)
+        plan = _SchedulePlan(positions, keys, trajectories, links, [t.duration_s for t in trajectories])
         if len(self._plans) >= _ROWS_MAX_KEYS:
             self._plans.clear()  # bounded memory
         self._plans[id(steps)] = (steps, plan)
@@ -585,15 +587,15 @@ class FlowNetwork(Network):
                     on_flows(srcs, dsts, start, finish, key)
         for on_steps_until in batched:
             on_steps_until(ends)
-        steps = upto - run.completed
+        steps, skeleton_flows = upto - run.completed, next_id - recorder.next_id  # the flows of `skeletons`
         if steps > 0:
-            recorder.dropped += next_id - recorder.next_id
+            recorder.dropped += skeleton_flows
             recorder.next_id = next_id
             env.cause = run.cause = current
             self.flows_started += flows_started
             self.bytes_sent, self.bytes_delivered = sent, delivered
             self.replayed_steps += steps
-        recorder.skeleton_steps(skeletons)
+        recorder.skeleton_steps(skeletons, skeleton_flows)
         run.completed = max(run.completed, upto)
 
     def _step_observers(self) -> tuple[list, list, list]:
@@ -830,6 +832,7 @@ class _SchedulePlan:
     keys: list[StepKey]
     trajectories: list[Trajectory]
     links: np.ndarray
+    durations: list[float]  # the trajectories' durations (a finished trajectory's never changes)
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
 

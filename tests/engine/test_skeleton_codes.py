@@ -67,11 +67,13 @@ def test_a_run_past_the_skeleton_capacity_reports_a_partial_path_with_an_exact_e
     assert sum(path.values()) == pytest.approx(sum(whole["critical_path"].values()), rel=1e-9)
 
 
+@pytest.mark.parametrize("counted", [False, True])
 @pytest.mark.parametrize("capacity", [10_000, 40, 9])
-def test_steps_added_together_equal_adding_each_transfer(capacity):
+def test_steps_added_together_equal_adding_each_transfer(capacity, counted):
     """`add_steps` keeps a replayed schedule's steps as one lazy chunk, each flow's end an offset from
     its step's start: the same rows, ids, causes and evictions as `add_many` per step, whatever the
-    capacity (9: the skeleton evicts in the middle of a schedule)."""
+    capacity (9: the skeleton evicts in the middle of a schedule), with or without the caller's count
+    of their flows (`counted`: the list kept as it is where they all fit)."""
     rng = np.random.default_rng(1)
     together, one_by_one = SpanSkeleton(capacity=capacity), SpanSkeleton(capacity=capacity)
     for skeleton in (together, one_by_one):
@@ -85,7 +87,7 @@ def test_steps_added_together_equal_adding_each_transfer(capacity):
             start, offsets = float(schedule) + 0.1 * k, rng.uniform(0.01, 0.09, n)
             steps.append((where, start, offsets, next_id, next_id - 1))
             next_id += n
-        together.add_steps(steps)
+        together.add_steps(steps, sum(len(step[0]) for step in steps) if counted else None)
         for where, start, offsets, first, after in steps:
             one_by_one.add_many(where, start, start + offsets, first, after)
         together.add("g0", "compute", "compute", 99.0, 99.5, next_id, -1, -1)  # single spans between
