@@ -345,7 +345,9 @@ class Recorder:
                 where, np.asarray(starts, dtype=float), np.asarray(ends, dtype=float), first_id, after
             )
 
-    def skeleton_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None) -> None:
+    def skeleton_steps(
+        self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None
+    ) -> None:
         """`skeleton_codes(where, start, start + offsets, first_id, after)` of several transfers in
         order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once;
         `flows`: their flows in all, if known (`SpanSkeleton.add_steps`)."""
