@@ -560,31 +560,38 @@ class FlowNetwork(Network):
         next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
         cause, current = run.cause, env.cause  # what released this step; the current cause
         runs_max = _DEFERRED_RUNS_MAX - 1
+        each = bool(until or flows)  # observers told step by step
         for i in range(run.completed, upto):  # counters in locals, written back after (the same sums)
-            key, trajectory, srcs, dsts, total, n, code, last_offset, last_index, last_gap = steps_of[i]
-            start, after = starts[i], starts[i + 1]
+            key, trajectory, srcs, dsts, total, n, code, last_offset, last_index, last_gap, offsets = steps_of[i]
+            start = starts[i]
+            after = starts[i + 1]
             flows_started += n
             sent += total
             d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
-            if d is not None and d[0] is trajectory and d[1][-1][1] != start and len(d[1]) < runs_max:
-                d[1].append([start, after, 1])
+            if d is not None and d[0] is trajectory:
+                runs = d[1]
+                if runs[-1][1] != start and len(runs) < runs_max:
+                    runs.append([start, after, 1])
+                else:
+                    self._defer(trajectory, start, after)
             else:
                 self._defer(trajectory, start, after)
             delivered += total  # float(nbytes.sum()), as `_complete` adds it
             end = start + last_offset  # `Trajectory.last_flow`, inline for its common case
-            last = last_index if last_gap > 4 * ulp(end) else trajectory.last_flow(start)[1]
             if n:
-                skeletons.append((code, start, trajectory.finish_offsets, next_id, cause))
+                last = last_index if last_gap > 4 * ulp(end) else trajectory.last_flow(start)[1]
+                skeletons.append((code, start, offsets, next_id, cause))
                 current = next_id + last  # the step's last flow
                 next_id += n
             cause = current  # what released the next step
             ends.append((srcs, dsts, start, end, key))
-            for on_flows_until in until:
-                on_flows_until(srcs, dsts, start, end, key)
-            if flows:
-                finish = start + trajectory.finish_offsets
-                for on_flows in flows:
-                    on_flows(srcs, dsts, start, finish, key)
+            if each:
+                for on_flows_until in until:
+                    on_flows_until(srcs, dsts, start, end, key)
+                if flows:
+                    finish = start + offsets
+                    for on_flows in flows:
+                        on_flows(srcs, dsts, start, finish, key)
         for on_steps_until in batched:
             on_steps_until(ends)
         steps, skeleton_flows = upto - run.completed, next_id - recorder.next_id  # the flows of `skeletons`
@@ -837,13 +844,23 @@ class _SchedulePlan:
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
 
     def steps_of(self, keyed: dict) -> list[tuple]:
-        """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, and its last flow's
-        offset, index and gap to the next: `Trajectory.last_flow`): what completing it reads, gathered
+        """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
+        offset, index and gap to the next: `Trajectory.last_flow`, and its flows' finish offsets): what completing it reads, gathered
         once (a key's transfer and a finished trajectory never change)."""
         if self._steps is None:
             assert self.codes is not None
             self._steps = [
-                (key, t, keyed[key][0], keyed[key][1], keyed[key][3], len(keyed[key][0]), code, *t.last_flow_terms())
+                (
+                    key,
+                    t,
+                    keyed[key][0],
+                    keyed[key][1],
+                    keyed[key][3],
+                    len(keyed[key][0]),
+                    code,
+                    *t.last_flow_terms(),
+                    t.finish_offsets,
+                )
                 for key, t, code in zip(self.keys, self.trajectories, self.codes)
             ]
         return self._steps

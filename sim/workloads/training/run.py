@@ -315,11 +315,22 @@ class TrainingRun:
         wake = self.sim.env.event()
         self.sim.env.schedule_at(wake, t)
         yield wake
+        record, span, node = cap.tape.record, self.sim.recorder.span, g.driver.node  # `_record`, unrolled
         for item, t0, d in zip(kernels, t0s, durations):
             cap.flop += item.flop
             cap.executed_flop += item.executed_flop
-            span = ("compute", item.name, t0 - start, t0 + d - start, item.nbytes, item.flop, item.category)
-            self._record(g, cap, label, start, span)
+            rel0, rel1 = t0 - start, t0 + d - start
+            record("compute", item.name, rel0, rel1, item.nbytes, item.flop, item.category)
+            span(
+                node,
+                "compute",
+                f"{label} {item.name}",
+                start + rel0,
+                start + rel1,
+                item.nbytes,
+                item.flop,
+                item.category,
+            )
             cap.kernel_s += d
             cap.comm_s += max((t0 + d) - t0 - d, 0.0)  # as a kernel's own wait has it: 0 or a rounding
 
