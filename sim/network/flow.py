@@ -674,7 +674,7 @@ class FlowNetwork(Network):
             return
         trajectory, runs, number = d
         self._deferrals.remove(number)
-        t0, t1, times = np.array(runs, dtype=float).T.copy()  # rows: start, end, replays (contiguous)
+        t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()
         self._link_bytes[links] += per_run * total
