@@ -440,17 +440,30 @@ def _spread_rows(
     rows: np.ndarray,
     amounts: np.ndarray,
 ) -> None:
-    """Amounts per (timing, row) summed, then spread into the bins in one call."""
-    code = entry_timing * bins.rows + rows
-    if n_timings * bins.rows <= 4 * len(code) + 4096:
-        sums = np.bincount(code, amounts, minlength=n_timings * bins.rows)
+    """Amounts per (timing, row) summed, then spread into the bins in one call. Sums per (timing,
+    row) code in a dense array where that is small (rows numbered among those used, where all
+    rows would not fit), else over the distinct codes (sorted); either way each code's amounts
+    are added in entry order and the codes come out in (timing, row) order: the same sums."""
+    limit = 4 * len(rows) + 4096
+    row_of: np.ndarray | None = None  # the row of each number, where rows are renumbered
+    width = bins.rows
+    if n_timings * width > limit:
+        present = np.zeros(bins.rows, dtype=bool)
+        present[rows] = True
+        used = np.flatnonzero(present)
+        if n_timings * len(used) <= limit:  # order kept: ranks ascend with rows
+            row_of, width = used, len(used)
+            rows = (np.cumsum(present) - 1)[rows]
+    code = entry_timing * width + rows
+    if n_timings * width <= limit:
+        sums = np.bincount(code, amounts, minlength=n_timings * width)
         codes = np.flatnonzero(sums != 0)
         sums = sums[codes]
     else:
         codes, inverse = np.unique(code, return_inverse=True)
         sums = np.bincount(inverse.ravel(), amounts, minlength=len(codes))
-    k = codes // bins.rows
-    bins.spread(codes % bins.rows, starts[k], ends[k], sums)
+    k = codes // width
+    bins.spread(codes % width if row_of is None else row_of[codes % width], starts[k], ends[k], sums)
 
 
 def _moved(links: np.ndarray, link_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -59,3 +59,35 @@ def test_repeated_ranges_index_each_part_tiled_its_number_of_times():
     index = _repeated_ranges(np.array([len(p) for p in parts]), times)
     tiled = np.concatenate([np.tile(p, k) for p, k in zip(parts, times)])
     assert np.concatenate(parts)[index].tolist() == tiled.tolist() == [3.0, 1.0, 3.0, 1.0, 2.0, 5.0, 4.0]
+
+
+def spread_over_distinct_codes(bins, starts, ends, n_timings, entry_timing, rows, amounts):
+    """The reference: amounts summed per distinct (timing, row) code, in entry order, then spread."""
+    code = entry_timing * bins.rows + rows
+    codes, inverse = np.unique(code, return_inverse=True)
+    sums = np.bincount(inverse, amounts, minlength=len(codes))
+    k = codes // bins.rows
+    bins.spread(codes % bins.rows, starts[k], ends[k], sums)
+
+
+@pytest.mark.parametrize(
+    "rows, used_rows, n_timings",
+    [(4, 4, 50), (5000, 20, 300), (5000, 20, 3000), (5000, 900, 40)],  # dense, renumbered rows, sparse, sparse
+)
+def test_amounts_spread_per_timing_and_row_fill_the_bins_the_reference_fills(rows, used_rows, n_timings):
+    from sim.engine.link_traffic import AdaptiveBins, _spread_rows
+
+    rng = np.random.default_rng(rows + used_rows + n_timings)
+    n = 1000
+    starts = np.sort(rng.uniform(0, 5, n_timings))
+    ends = starts + rng.choice([0.0, 1e-6, 0.3, 2.0], n_timings)
+    entry_timing = rng.integers(0, n_timings, n)
+    entry_row = rng.choice(rng.choice(rows, used_rows, replace=False), n)
+    amounts = rng.uniform(0, 3, n) * (rng.random(n) > 0.05)
+    amounts[:2] = [1e16, -1e16]  # rounding depends on the order of addition
+    entry_timing[:2], entry_row[:2] = entry_timing[2], entry_row[2]
+    fast, reference = AdaptiveBins(rows, 64), AdaptiveBins(rows, 64)
+    _spread_rows(fast, starts, ends, n_timings, entry_timing, entry_row, amounts)
+    spread_over_distinct_codes(reference, starts, ends, n_timings, entry_timing, entry_row, amounts)
+    assert fast.width_s == reference.width_s
+    assert fast._direct.tolist() == reference._direct.tolist() and fast._rate.tolist() == reference._rate.tolist()
