@@ -13,8 +13,9 @@ every skeleton ever added, evicted ones included.
 The flows of one transfer arrive in bulk (`add_many`): they are kept as given (the transfer's
 interned codes, shared by every later run of the same step, its start and its ends) and laid out as
 columns only when read (`rows`, `frame`); so are the steps of a replayed schedule, together
-(`add_steps`: each flow's end as an offset from its step's start, added when laid out). A long run drops hundreds of millions of spans of which
-the last few million are kept, so most bulk chunks are evicted without ever being laid out.
+(`add_steps`: each flow's end as an offset from its step's start, added when laid out). A long run
+drops hundreds of millions of spans of which the last few million are kept, so most bulk chunks are
+evicted without ever being laid out.
 """
 
 from __future__ import annotations

@@ -845,8 +845,9 @@ class _SchedulePlan:
 
     def steps_of(self, keyed: dict) -> list[tuple]:
         """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
-        offset, index and gap to the next: `Trajectory.last_flow`, and its flows' finish offsets): what completing it reads, gathered
-        once (a key's transfer and a finished trajectory never change)."""
+        offset, index and gap to the next: `Trajectory.last_flow`, and its flows' finish offsets):
+        what completing it reads, gathered once (a key's transfer and a finished trajectory never
+        change)."""
         if self._steps is None:
             assert self.codes is not None
             self._steps = [
