@@ -4,7 +4,7 @@ category); and `distinct`, the distinct values in ascending order.
 
 numpy's `unique` codes values in sorted order; these keep the order in which values first appear,
 so whatever is numbered by them (bundles of flows, nodes, groups of a report) keeps the order of
-the data it came from. Plain numpy and Python: a small run never imports pandas for them (issue 26).
+the data it came from. `ranges`: the indices of concatenated index ranges. Plain numpy and Python: a small run never imports pandas for them (issue 26).
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ def distinct(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the concatenated ranges [start, start + length)."""
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
 
 def factorize(values) -> tuple[np.ndarray, np.ndarray]:

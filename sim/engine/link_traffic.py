@@ -21,6 +21,8 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from sim.engine.codes import ranges
+
 MIN_BIN_S = 2.0**-30  # ~1 ns: the initial bin width
 _PROFILES_MAX = 16384  # step profiles kept (~1 KB each; bounded memory: a step seen again is profiled again)
 # amounts from which one `AdaptiveBins.spread` runs compiled (sim/engine/spread_kernel.py): below,
@@ -400,10 +402,7 @@ class _Profile:
 def _repeated_ranges(lengths: np.ndarray, times: np.ndarray) -> np.ndarray:
     """Indices into parts of `lengths` laid end to end, each part's range repeated `times[j]` times
     (`np.concatenate([np.tile(part_j, times[j]) ...])` as indices, without a call per part)."""
-    part_start = np.cumsum(lengths) - lengths
-    starts, sizes = np.repeat(part_start, times), np.repeat(lengths, times)
-    offsets = np.cumsum(sizes) - sizes
-    return np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()))
+    return ranges(np.repeat(np.cumsum(lengths) - lengths, times), np.repeat(lengths, times))
 
 
 def _timings(t0: np.ndarray, t1: np.ndarray, interval: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:

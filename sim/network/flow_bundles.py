@@ -11,15 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.codes import distinct, factorize
+from sim.engine.codes import distinct, factorize, ranges
 
 _SMALL_BATCH = 64  # batches up to this many flows are looked up one by one
-
-
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Indices of the concatenated ranges [start, start + length)."""
-    offsets = np.cumsum(lengths) - lengths
-    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()))
 
 
 class Growable:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.network.flow_bundles import Bundles, Growable, owners, ranges
+from sim.engine.codes import ranges
+from sim.network.flow_bundles import Bundles, Growable, owners
 from sim.network.flow_clocks import BundleClocks
 from sim.network.max_min import flow_matrix
 

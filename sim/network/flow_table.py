@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.engine.codes import distinct
-from sim.network.flow_bundles import owners, ranges
+from sim.engine.codes import distinct, ranges
+from sim.network.flow_bundles import owners
 from sim.network.flow_slots import FlowSlots
 from sim.network.max_min import (
     bundled_filling,
