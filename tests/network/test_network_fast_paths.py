@@ -33,7 +33,10 @@ from tests.conftest import make_cluster
 
 CASES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RUNS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-REL = 1e-9
+# Against an exact reference: links within REL_TOL (1e-9) of the lowest level fill together, so a
+# rate may sit up to REL_TOL off the exact one at each level it is frozen by, and residuals pass that
+# on to later levels: a few REL_TOL (e.g. 2e9 against the exact 1,999,999,998: 1.0e-9 apart).
+REL = 4 * max_min.REL_TOL
 
 
 def random_flows(rng, n_flows, n_links, max_len=4, fractional=True):
