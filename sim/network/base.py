@@ -421,7 +421,8 @@ class Network:
         """Trace track of a flow: the kind of its first link (scale_up, nic, host, memory)."""
         kind = self._track_cache.get((src, dst))
         if kind is None:
-            paths = self.topology.routes(src, dst)
+            routed = self._route_cache.get((src, dst)) if self.ecmp != "hash" else None
+            paths = routed[0] if routed is not None else self.topology.routes(src, dst)  # (no ECMP hash: the same)
             kind = self.topology.link_kind[paths[0][0]] if paths and paths[0] else "local"
             if len(self._track_cache) >= ROUTES_MAX_PAIRS:
                 self._track_cache.clear()  # bounded memory

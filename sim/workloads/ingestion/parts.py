@@ -146,12 +146,17 @@ class Occupancy:
 
     def __init__(self, sim, window: Window) -> None:
         self.sim, self.window = sim, window
+        self._env = sim.env
         self.level = 0.0
         self._area = self._window_area = 0.0
         self._t = sim.now
 
     def change(self, delta: float) -> None:
-        self._advance()
+        now = self._env.now  # `_advance`, inline: the same sums
+        window = self.window
+        self._area += self.level * (now - self._t)
+        self._window_area += self.level * max(0.0, min(now, window.end_s) - max(self._t, window.start_s))
+        self._t = now
         self.level += delta
 
     def area(self) -> float:
@@ -400,6 +405,7 @@ class Trainer:
         step_flows=None,
     ) -> None:
         self.sim, self.index, self.nodes = sim, index, nodes
+        self.batch_name = f"batch ->h{index}"  # the name of a batch sent to it (a span's)
         self.network = network
         self.step_flows = step_flows  # batch -> the (src, dst, bytes) flows its step moves, or None
         self.demand_samples_per_s = demand_samples_per_s
@@ -440,33 +446,38 @@ class Trainer:
         self._level_t = now
 
     def run(self):
+        env, span, window, buffer = self.sim.env, self.sim.recorder.span, self.window, self.buffer
+        name, items = f"h{self.index}", buffer.items
         while True:
-            self.waiting_since = self.sim.now
-            self._account_level()
-            batch = yield self.buffer.get()
-            self._account_level()
+            now = self.waiting_since = env.now
+            self._level_area += len(items) * (now - self._level_t)  # `_account_level`, inline
+            self._level_t = now
+            batch = yield buffer.get()
+            now = env.now
+            self._level_area += len(items) * (now - self._level_t)
+            self._level_t = now
             start, self.waiting_since = self.waiting_since, None
-            if self.sim.now > start:
-                self.stall_total_s += self.sim.now - start
-                self.stall_s += self.window.overlap(start, self.sim.now)
-                self.sim.span(f"h{self.index}", "trainer", "data stall", start, category="stall")
+            if now > start:
+                self.stall_total_s += now - start
+                self.stall_s += window.overlap(start, now)
+                span(name, "trainer", "data stall", start, now, 0.0, 0.0, "stall")  # `sim.span`, ending now
             self.credits.put(self.index)
-            step_start = self.sim.now
-            compute_s = batch.samples / self.demand_samples_per_s
+            step_start = env.now
+            samples = batch.end - batch.start
+            compute_s = samples / self.demand_samples_per_s
             flows = self.step_flows(batch) if self.step_flows is not None else None
             if not flows:
-                yield self.sim.timeout(compute_s)
+                yield env.timeout(compute_s)
             else:  # the step also waits for its copies / own traffic (overlapped with its compute)
-                yield self.sim.all_of(
-                    [self.sim.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")]
-                )
+                yield self.sim.all_of([env.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")])
                 computed = step_start + compute_s
-                if self.sim.now > computed:  # the GPUs waited for the step's data: stall too
-                    self.stall_total_s += self.sim.now - computed
-                    self.stall_s += self.window.overlap(computed, self.sim.now)
-            if self.window.start_s <= self.sim.now <= self.window.end_s:
-                self.samples += batch.samples
-            self.sim.span(f"h{self.index}", "trainer", "train step", step_start, category="compute")
+                if env.now > computed:  # the GPUs waited for the step's data: stall too
+                    self.stall_total_s += env.now - computed
+                    self.stall_s += window.overlap(computed, env.now)
+            now = env.now
+            if window.start_s <= now <= window.end_s:
+                self.samples += samples
+            span(name, "trainer", "train step", step_start, now, 0.0, 0.0, "compute")
 
     def close(self) -> None:
         """Count a stall still in progress when the run ends."""

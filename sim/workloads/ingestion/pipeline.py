@@ -254,9 +254,9 @@ class Pipeline:
 
     def _batch(self, w: Worker, inc: int, split: Split, index: int):
         batch = split.plan.batches[index]
-        stages = self.data.stages
+        stages, env = self.data.stages, self.sim.env
         yield w.slots.get(1)
-        if not w.live(inc):
+        if not (w.alive and w.incarnation == inc):  # `w.live(inc)`, inline (as below)
             return
         factor = self._service[w.index].next
         for resource, members in self.groups:
@@ -264,22 +264,22 @@ class Pipeline:
             if resource == "cpu":
                 k = self._cores_per_batch(w)
                 yield w.cores.get(k)
-                if not w.live(inc):
+                if not (w.alive and w.incarnation == inc):
                     return
                 w.cores_busy.change(k)
-                t = self.sim.now
+                t = env.now
                 busy = sum(durations) / k
                 stretch = 1.0
                 if w.memory_flow is None or batch.memory_bytes <= 0:
-                    yield self.sim.timeout(busy)
+                    yield env.timeout(busy)
                 else:  # cores and memory traffic overlap: whichever ends last
                     flow = [(*w.memory_flow, batch.memory_bytes)]
                     yield self.sim.all_of(
                         [self.sim.timeout(busy), self.network.transfer_many(flow, name="host memory")]
                     )
-                    if busy > 0 and self.sim.now > t + busy:
-                        stretch = (self.sim.now - t) / busy  # memory-bound: the stages' spans stretch
-                if not w.live(inc):
+                    if busy > 0 and env.now > t + busy:
+                        stretch = (env.now - t) / busy  # memory-bound: the stages' spans stretch
+                if not (w.alive and w.incarnation == inc):
                     return
                 w.cores.give_back(k)
                 w.cores_busy.change(-k)
@@ -294,29 +294,31 @@ class Pipeline:
                 for i, d in zip(members, durations):
                     gpu = w.pick_gpu()
                     yield gpu.run(stages[i].name, d, stream="compute", category="compute")
-                    if not w.live(inc):
+                    if not (w.alive and w.incarnation == inc):
                         return
-                    self.stage_busy_s[stages[i].name] += self.window.overlap(self.sim.now - d, self.sim.now)
+                    self.stage_busy_s[stages[i].name] += self.window.overlap(env.now - d, env.now)
         credits = self.credits_of(w)
         target = yield credits.get(w.index)
-        if not w.live(inc):
+        if not (w.alive and w.incarnation == inc):
             credits.release(w.index)
             credits.put(target)
             return
         trainer = self.trainers[target]
         if w.local_trainer != target:
-            t = self.sim.now
+            t = env.now
             yield self.network.transfer_many([(w.node(), trainer.next_node(), batch.bytes_out)], name="batch")
             self.bytes_sent += batch.bytes_out
-            if not w.live(inc):
+            if not (w.alive and w.incarnation == inc):
                 self.bytes_sent_wasted += batch.bytes_out
                 credits.release(w.index)
                 credits.put(target)
                 return
-            self.sim.span(w.name, "send", f"batch ->h{target}", t, nbytes=batch.bytes_out, category="comm")
+            # `sim.span`, ending now
+            self.sim.recorder.span(w.name, "send", trainer.batch_name, t, env.now, batch.bytes_out, 0.0, "comm")
         self.batches_sent += 1
+        counters = self.counters
         for key, value in batch.counters.items():
-            self.counters[key] = self.counters.get(key, 0.0) + value
+            counters[key] = counters.get(key, 0.0) + value
         credits.release(w.index)
         trainer.deliver(batch)
         self.master.delivered(split, index)

@@ -15,8 +15,9 @@ lasts until its cores and its memory traffic are both done and a step until its 
 copies are. The training job's own traffic (`trainers.network_bytes_per_sample`, any mode) flows
 to the next trainer host during each step over the NICs the storage reads and batches arrive on.
 The stall then is no closed form of core counts; `stage_capacity_samples_per_s.host_memory` is
-the DRAM bound alone. Fields: ingestion_config.py; data models: ingestion_data.py (tabular +
-RecD), media_pipeline.py (video); machinery: pipeline.py, pipeline_parts.py, pipeline_control.py.
+the DRAM bound alone. Fields: config.py; data models: data.py (tabular + RecD), media.py (video);
+machinery: pipeline.py (workers), parts.py (storage, master, trainers), control.py (autoscaling,
+faults, the buffer trace), levels.py (lean containers).
 
 Metrics (rates and fractions over [warmup_s, duration_s]):
 - contract: `trainer_samples_per_s`, `trainer_demand_samples_per_s`, `data_stall_fraction` (trainer
