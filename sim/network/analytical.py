@@ -33,8 +33,9 @@ class AnalyticalNetwork(Network):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        # (src, dst) -> (links, latency, smallest capacity) of a pair routed over one path, or None
-        self._one_path: dict[tuple[str, str], tuple[tuple[int, ...], float, float] | None] = {}
+        # (src, dst) -> (links, latency, smallest capacity, first link's kind: the trace track) of a
+        # pair routed over one path, or None
+        self._one_path: dict[tuple[str, str], tuple[tuple[int, ...], float, float, str] | None] = {}
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         capacity = self.topology.capacity
@@ -111,14 +112,15 @@ class AnalyticalNetwork(Network):
                 observer.on_subflows(t0, t1, flat, lengths, shares)
         return self._delivered_after(finish, src, dst, b, name, track, now, cause)
 
-    def _one_path_of(self, pair: tuple[str, str]) -> tuple[tuple[int, ...], float, float] | None:
-        """(links, latency, smallest capacity) of a pair routed over one path of distinct links (None:
-        several paths, or none), remembered."""
+    def _one_path_of(self, pair: tuple[str, str]) -> tuple[tuple[int, ...], float, float, str] | None:
+        """(links, latency, smallest capacity, first link's kind) of a pair routed over one path of
+        distinct links (None: several paths, or none), remembered."""
         paths, latency = self._pair_paths(*pair)
         one = None
         if len(paths) == 1 and paths[0] and len(set(paths[0])) == len(paths[0]) <= _FEW_ENTRIES:
             capacity = self.topology.capacity
-            one = (paths[0], latency[0], min(float(capacity[link]) for link in paths[0]))
+            kind = self.topology.link_kind[paths[0][0]]  # `first_link_kind`'s track
+            one = (paths[0], latency[0], min(float(capacity[link]) for link in paths[0]), kind)
         if len(self._one_path) >= ROUTES_MAX_PAIRS:
             self._one_path.clear()  # bounded memory; a later flow looks again
         self._one_path[pair] = one
@@ -134,8 +136,10 @@ class AnalyticalNetwork(Network):
         path: tuple[int, ...],
         latency: float,
         smallest: float,
+        kind: str,
     ) -> simpy.Event:
-        """`_transfer_one` of a flow over one path: its bandwidth time is b / the smallest capacity."""
+        """`_transfer_one` of a flow over one path: its bandwidth time is b / the smallest capacity;
+        its span goes on `track`, else on the track of its first link's `kind`."""
         now, cause = self.sim.now, self.sim.cause
         self.flows_started += 1
         self.bytes_sent += b
@@ -154,7 +158,7 @@ class AnalyticalNetwork(Network):
                     one(t0, t0 + t, path, share)
                 else:
                     observer.on_subflows([t0], [t0 + t], list(path), [len(path)], [share])
-        return self._delivered_after(finish, src, dst, b, name, track, now, cause)
+        return self._delivered_after(finish, src, dst, b, name, track or kind, now, cause)
 
     def _delivered_after(
         self, finish: float, src: str, dst: str, b: float, name: str, track: str | None, now: float, cause: int

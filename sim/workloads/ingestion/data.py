@@ -43,6 +43,7 @@ class TabularData:
         pre = config.preprocessing
         self.stages = tuple(Stage(name, "cpu") for name in pre.cpu_s_per_sample)
         self.cpu_s = tuple(pre.cpu_s_per_sample.values())
+        self._cpu_s_total = sum(self.cpu_s)  # per sample, every stage
         # host-memory bytes per sample-equivalent of work: every stage's passes over the decoded bytes
         self.memory_per_sample = sum(pre.memory_passes()) * ds.bytes_per_sample * ds.columns_read
         self.batch_samples = pre.batch_samples
@@ -94,8 +95,8 @@ class TabularData:
         counters = {
             "sent_bytes": out,
             "sent_bytes_raw": n * tensor,
-            "work_core_s": work * sum(self.cpu_s),
-            "work_core_s_raw": n * sum(self.cpu_s),
+            "work_core_s": work * self._cpu_s_total,
+            "work_core_s_raw": n * self._cpu_s_total,
         }
         return BatchPlan(a, b, tuple(c * work for c in self.cpu_s), out, counters, work * self.memory_per_sample)
 
