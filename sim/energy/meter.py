@@ -71,7 +71,6 @@ SWING_WINDOW_S = 1.0
 _FEW_ENDPOINTS = 16  # transfers with at most this many endpoints are buffered (OpenIntervals.add)
 _ROWS_BY_CONTENT_MAX = 4096  # transfers with at most this many flows are remembered by their endpoints
 _ROWS_BY_CONTENT_SETS = 1024  # ... up to this many distinct endpoint lists (<= 8M references)
-_ROWS_BY_PAIR_MAX = 1 << 18  # one-flow transfers' device rows remembered per (src, dst) pair (~60 MB at most)
 
 
 def largest_window_range(values: np.ndarray, size: int) -> float:
@@ -115,7 +114,6 @@ class EnergyMeter:
         # GPUs in 128-GPU CP rings: 128x fewer intervals than one per GPU per step)
         self._set_by_step: dict[StepKey, int] = {}  # a keyed step's transfer -> its GPU set's row
         self._few_by_step: dict[StepKey, list[int]] = {}  # a keyed step's few endpoints -> their device rows
-        self._few_by_pair: dict[tuple[str, str], list[int]] = {}  # a one-flow transfer's (src, dst) -> them
         self._set_by_content: dict[tuple, int] = {}  # (srcs, dsts) as tuples -> their GPU set's row
         self._set_of_rows: dict[bytes, int] = {}  # a GPU set (its device rows) -> its row
         self._set_rows: dict[int, list[int]] = {}  # span key of a GPU set -> its device rows
@@ -143,21 +141,13 @@ class EnergyMeter:
         s0 = e0 = 0.0
         for srcs, dsts, start_s, end_s, key in transfers:
             if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
-                pair = (srcs[0], dsts[0]) if key is None and len(srcs) == 1 == len(dsts) else None
-                if key is not None:
-                    few = self._few_by_step.get(key)
-                else:
-                    few = self._few_by_pair.get(pair) if pair is not None else None
+                few = self._few_by_step.get(key) if key is not None else None
                 if few is None:
                     few = sorted({row[n] for n in (*srcs, *dsts) if n in row})
                     if key is not None:  # the same step: the same endpoints (sim/engine/replay.py)
                         if len(self._few_by_step) >= _ROWS_BY_CONTENT_SETS:
                             self._few_by_step.clear()  # bounded memory; a later transfer looks up again
                         self._few_by_step[key] = few
-                    elif pair is not None:  # one flow (a batch, a read): the same pair, the same rows
-                        if len(self._few_by_pair) >= _ROWS_BY_PAIR_MAX:
-                            self._few_by_pair.clear()
-                        self._few_by_pair[pair] = few
                 rows = few
             else:
                 rows = self._transfer_set(srcs, dsts, key)
