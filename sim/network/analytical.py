@@ -115,7 +115,7 @@ class AnalyticalNetwork(Network):
     def _one_path_of(self, pair: tuple[str, str]) -> tuple[tuple[int, ...], float, float, str] | None:
         """(links, latency, smallest capacity, first link's kind) of a pair routed over one path of
         distinct links (None: several paths, or none), remembered."""
-        paths, latency = self._pair_paths(*pair)
+        paths, latency = self._pair_paths(*pair, keep=False)  # kept here (a pair of several paths: there)
         one = None
         if len(paths) == 1 and paths[0] and len(set(paths[0])) == len(paths[0]) <= _FEW_ENTRIES:
             capacity = self.topology.capacity
@@ -124,6 +124,8 @@ class AnalyticalNetwork(Network):
         if len(self._one_path) >= ROUTES_MAX_PAIRS:
             self._one_path.clear()  # bounded memory; a later flow looks again
         self._one_path[pair] = one
+        if one is None:
+            self._pair_paths(*pair)  # several paths (or none): `_transfer_one` routes it from the pair cache
         return one
 
     def _transfer_on_path(

@@ -191,15 +191,16 @@ class Network:
             np.asarray(latency, dtype=float),
         )
 
-    def _pair_paths(self, s: str, d: str) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]:
-        """(paths, path latencies) of a flow from s to d (cached per pair unless ECMP hashes)."""
+    def _pair_paths(self, s: str, d: str, keep: bool = True) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]]:
+        """(paths, path latencies) of a flow from s to d (cached per pair unless ECMP hashes; `keep`
+        False: not cached by this call, for a caller that keeps what it needs of them itself)."""
         key = (s, d)
         cached = self._route_cache.get(key)
         if cached is None or self.ecmp == "hash":
             topo = self.topology
             paths = tuple(p for p in self.paths_for(s, d))
             cached = (paths, tuple(topo.path_latency_s(p) for p in paths))
-            if self.ecmp != "hash":
+            if self.ecmp != "hash" and keep:
                 if len(self._route_cache) >= ROUTES_MAX_PAIRS:
                     self._route_cache.clear()  # bounded memory; a later flow routes again
                 self._route_cache[key] = cached
