@@ -31,6 +31,8 @@ import numpy as np
 
 from sim.workloads.ingestion.parts import BatchPlan, SplitPlan, Stage, batch_ranges
 
+_BATCH_COSTS_MAX = 4096  # batch shapes (samples, sessions) whose costs are kept
+
 
 def units(n: float, distinct: float, fraction: float) -> float:
     """Sample-equivalents of n samples with `distinct` sessions when `fraction` is deduplicated."""
@@ -55,6 +57,7 @@ class TabularData:
         self.read_per_sample = self.stored_per_sample * ds.columns_read
         self._seed = seed
         self._cache: dict[int, np.ndarray] = {}
+        self._batch_costs: dict[tuple[int, int], tuple] = {}  # (samples, sessions) -> `_costs_of`
 
     def partition_range(self, p: int) -> tuple[int, int]:
         return p * self.per_partition, min((p + 1) * self.per_partition, self.total_samples)
@@ -88,6 +91,14 @@ class TabularData:
     # ---- plans -----------------------------------------------------------------------------------
     def _batch(self, p: int, a: int, b: int) -> BatchPlan:
         n, m = b - a, self.distinct(p, a, b)
+        costs = self._batch_costs.get((n, m))
+        if costs is None:
+            costs = self._costs_of(n, m)
+        return BatchPlan(a, b, *costs)
+
+    def _costs_of(self, n: int, m: int) -> tuple[tuple[float, ...], float, dict, float]:
+        """(stage seconds, bytes out, counters, memory bytes) of a batch of n samples touching m
+        sessions: the same for every such batch (kept, and shared: nothing changes a plan's counters)."""
         dd, tensor = self.dedup, self.dataset.tensor_bytes
         work = units(n, m, dd.work_fraction)
         index = dd.index_bytes_per_sample * n if dd.factor > 1 else 0.0
@@ -98,7 +109,11 @@ class TabularData:
             "work_core_s": work * self._cpu_s_total,
             "work_core_s_raw": n * self._cpu_s_total,
         }
-        return BatchPlan(a, b, tuple(c * work for c in self.cpu_s), out, counters, work * self.memory_per_sample)
+        costs = (tuple(c * work for c in self.cpu_s), out, counters, work * self.memory_per_sample)
+        if len(self._batch_costs) >= _BATCH_COSTS_MAX:
+            self._batch_costs.clear()  # bounded memory (dedup: many (n, m))
+        self._batch_costs[(n, m)] = costs
+        return costs
 
     def plan(self, p: int, start: int, end: int) -> SplitPlan:
         n, m = end - start, self.distinct(p, start, end)

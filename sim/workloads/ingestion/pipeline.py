@@ -243,7 +243,8 @@ class Pipeline:
 
     def _process(self, w: Worker, inc: int, split: Split):
         plan = split.plan
-        yield self.sim.all_of([self.sim.process(self._batch(w, inc, split, i)) for i in range(len(plan.batches))])
+        env = self.sim.env
+        yield env.all_of([env.process(self._batch(w, inc, split, i)) for i in range(len(plan.batches))])
         if w.live(inc):
             w.memory.give_back(plan.memory_bytes)
             w.memory_used.change(-plan.memory_bytes)
