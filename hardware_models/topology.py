@@ -204,7 +204,14 @@ class Topology:
         return [(up, *middle, down) for middle in self.switch_paths(s_sw, d_sw)]
 
     def path_latency_s(self, path: tuple[int, ...]) -> float:
-        return float(self.latency[list(path)].sum()) if path else 0.0
+        """The summed latency of a path's links: numpy's sum of them, which adds fewer than 8 values
+        one after another from 0.0 (the same additions here, without the arrays)."""
+        if len(path) >= 8:
+            return float(self.latency[list(path)].sum())
+        total, latency = 0.0, self.latency
+        for link in path:
+            total += latency.item(link)
+        return total
 
     def _hop_distances(self, node: str) -> np.ndarray:
         """Hops from `node` to every switch (breadth-first search in scipy), one cached row per switch.

@@ -55,3 +55,16 @@ def test_more_paths_than_max_paths_fall_back_to_networkx_first_ones():
     assert topo._few_shortest_paths(a, b) is None
     assert len(topo.switch_paths(a, b)) == 3
     assert set(topo.switch_paths(a, b)) <= set(networkx_paths(topo, a, b))
+
+
+def test_a_paths_latency_is_numpys_sum_of_its_links_latencies_to_the_bit():
+    """`path_latency_s` adds a short path's latencies in Python: numpy's sum of fewer than 8 values
+    adds them one after another from 0.0, so the result is the same float; longer paths use numpy."""
+    topo = make_cluster(**TOPOLOGIES[3]).topology
+    rng = np.random.default_rng(0)
+    topo.latency = rng.random(topo.num_links) * 10.0 ** rng.integers(-9, -4, topo.num_links)
+    for n in range(0, 13):
+        for _ in range(500):
+            path = tuple(rng.integers(0, topo.num_links, n).tolist())
+            expected = float(topo.latency[list(path)].sum()) if path else 0.0
+            assert topo.path_latency_s(path) == expected
