@@ -152,11 +152,7 @@ class Occupancy:
         self._t = sim.now
 
     def change(self, delta: float) -> None:
-        now = self._env.now  # `_advance`, inline: the same sums
-        window = self.window
-        self._area += self.level * (now - self._t)
-        self._window_area += self.level * max(0.0, min(now, window.end_s) - max(self._t, window.start_s))
-        self._t = now
+        self._advance()
         self.level += delta
 
     def area(self) -> float:
@@ -168,7 +164,7 @@ class Occupancy:
         return self._window_area
 
     def _advance(self) -> None:
-        now = self.sim.now
+        now = self._env.now
         self._area += self.level * (now - self._t)
         self._window_area += self.level * self.window.overlap(self._t, now)
         self._t = now
@@ -441,21 +437,19 @@ class Trainer:
         return self.stall_total_s + ongoing
 
     def _account_level(self) -> None:
-        now = self.sim.now
+        now = self.sim.env.now
         self._level_area += len(self.buffer.items) * (now - self._level_t)
         self._level_t = now
 
     def run(self):
         env, span, window, buffer = self.sim.env, self.sim.recorder.span, self.window, self.buffer
-        name, items = f"h{self.index}", buffer.items
+        name = f"h{self.index}"
         while True:
-            now = self.waiting_since = env.now
-            self._level_area += len(items) * (now - self._level_t)  # `_account_level`, inline
-            self._level_t = now
+            self.waiting_since = env.now
+            self._account_level()
             batch = yield buffer.get()
+            self._account_level()
             now = env.now
-            self._level_area += len(items) * (now - self._level_t)
-            self._level_t = now
             start, self.waiting_since = self.waiting_since, None
             if now > start:
                 self.stall_total_s += now - start

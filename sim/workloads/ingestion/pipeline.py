@@ -257,7 +257,7 @@ class Pipeline:
         batch = split.plan.batches[index]
         stages, env = self.data.stages, self.sim.env
         yield w.slots.get(1)
-        if not (w.alive and w.incarnation == inc):  # `w.live(inc)`, inline (as below)
+        if not w.live(inc):
             return
         factor = self._service[w.index].next
         for resource, members in self.groups:
@@ -265,7 +265,7 @@ class Pipeline:
             if resource == "cpu":
                 k = self._cores_per_batch(w)
                 yield w.cores.get(k)
-                if not (w.alive and w.incarnation == inc):
+                if not w.live(inc):
                     return
                 w.cores_busy.change(k)
                 t = env.now
@@ -280,7 +280,7 @@ class Pipeline:
                     )
                     if busy > 0 and env.now > t + busy:
                         stretch = (env.now - t) / busy  # memory-bound: the stages' spans stretch
-                if not (w.alive and w.incarnation == inc):
+                if not w.live(inc):
                     return
                 w.cores.give_back(k)
                 w.cores_busy.change(-k)
@@ -295,12 +295,12 @@ class Pipeline:
                 for i, d in zip(members, durations):
                     gpu = w.pick_gpu()
                     yield gpu.run(stages[i].name, d, stream="compute", category="compute")
-                    if not (w.alive and w.incarnation == inc):
+                    if not w.live(inc):
                         return
                     self.stage_busy_s[stages[i].name] += self.window.overlap(env.now - d, env.now)
         credits = self.credits_of(w)
         target = yield credits.get(w.index)
-        if not (w.alive and w.incarnation == inc):
+        if not w.live(inc):
             credits.release(w.index)
             credits.put(target)
             return
@@ -309,7 +309,7 @@ class Pipeline:
             t = env.now
             yield self.network.transfer_many([(w.node(), trainer.next_node(), batch.bytes_out)], name="batch")
             self.bytes_sent += batch.bytes_out
-            if not (w.alive and w.incarnation == inc):
+            if not w.live(inc):
                 self.bytes_sent_wasted += batch.bytes_out
                 credits.release(w.index)
                 credits.put(target)
