@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from itertools import count
@@ -346,7 +346,7 @@ class Recorder:
             )
 
     def skeleton_steps(
-        self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None
+        self, steps: Iterable[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None
     ) -> None:
         """`skeleton_codes(where, start, start + offsets, first_id, after)` of several transfers in
         order, each `(where, start, offsets, first_id, after)` (a replayed schedule's steps), at once;

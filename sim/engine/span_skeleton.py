@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -139,40 +140,41 @@ class SpanSkeleton:
         self._chunks.append(_Bulk(np.asarray(where[skip:], dtype=np.int32), starts, kept_ends, first_id + skip, after))
         self._chunked += n
 
-    def add_steps(self, steps: list[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None) -> None:
+    def add_steps(
+        self, steps: Iterable[tuple[np.ndarray, float, np.ndarray, int, int]], flows: int | None = None
+    ) -> None:
         """The flows of several transfers in order, each `(where, start, offsets, first_id, after)`:
         `add_many(where, start, start + offsets, first_id, after)` (the steps of a replayed schedule:
         int32 codes from `code`, one start, each flow's end as an offset from it). They are kept
         together as one lazy chunk (`_Steps`), with the evictions the calls one by one would make.
         `flows`: the steps' flows in all, where the caller knows it and every step has some; when
-        they all fit, the list is kept as it is (the one chunk the step-by-step path would make).
+        they all fit, `steps` is kept as it is (the one chunk the step-by-step path would make), and
+        iterated only if laid out (it may make its tuples then).
         """
         if len(self.times):
             self._flush()
         capacity = self.capacity
         if flows is not None and self._chunked + flows <= capacity:
-            chunk = _Steps()
-            chunk.steps, chunk.n = steps, flows
-            self._add_steps_chunk(chunk)
+            self._add_steps_chunk(_Steps(steps, flows))
             return
-        pending = _Steps()
+        pending, pending_n = [], 0
         for step in steps:
             n = len(step[0])
             if n == 0:
                 continue
             if n > capacity:  # more than fit at all: the general path
-                self._add_steps_chunk(pending)
-                pending = _Steps()
+                self._add_steps_chunk(_Steps(pending, pending_n))
+                pending, pending_n = [], 0
                 where, start, offsets, first_id, after = step
                 self.add_many(where, start, start + offsets, first_id, after)
                 continue
-            if self._chunked + pending.n + n > capacity:  # len(self) if added one by one
-                self._add_steps_chunk(pending)
-                pending = _Steps()
+            if self._chunked + pending_n + n > capacity:  # len(self) if added one by one
+                self._add_steps_chunk(_Steps(pending, pending_n))
+                pending, pending_n = [], 0
                 self._make_room(n)
-            pending.steps.append(step)
-            pending.n += n
-        self._add_steps_chunk(pending)
+            pending.append(step)
+            pending_n += n
+        self._add_steps_chunk(_Steps(pending, pending_n))
 
     def _add_steps_chunk(self, chunk: _Steps) -> None:
         if chunk.n:
@@ -271,9 +273,8 @@ class _Steps:
 
     __slots__ = ("steps", "n")
 
-    def __init__(self) -> None:
-        self.steps: list[tuple[np.ndarray, float, np.ndarray, int, int]] = []
-        self.n = 0
+    def __init__(self, steps: Iterable[tuple[np.ndarray, float, np.ndarray, int, int]], n: int) -> None:
+        self.steps, self.n = steps, n
 
     def __len__(self) -> int:
         return self.n
@@ -288,10 +289,11 @@ def _laid_out(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return chunk
 
 
-def _steps_columns(steps: list[tuple[np.ndarray, float, np.ndarray, int, int]]) -> tuple:
+def _steps_columns(given: Iterable[tuple[np.ndarray, float, np.ndarray, int, int]]) -> tuple:
     """The columns of several transfers' flows (`add_steps`' arguments) at once: what `_columns` of
     each, concatenated, gives (ends are start + offset, the same additions), without numpy calls
     per transfer."""
+    steps = list(given)
     if not steps:
         return np.zeros((0, 3), dtype=np.int32), np.zeros((0, 2)), np.zeros((0, 3), dtype=np.int64)
     wheres, starts, offsets, firsts, afters = zip(*steps)

@@ -27,7 +27,7 @@ import operator
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import accumulate, repeat
 from math import ulp
 
 import numpy as np
@@ -479,11 +479,7 @@ class FlowNetwork(Network):
         if plan is None or not self._alone(plan.links):
             return super().run_steps(steps, name)
         sid = self.sim.next_id("flow-group")
-        t = float(self.sim.now)
-        starts = [t]
-        for duration_s in plan.durations:  # as each step's replay timer would add up
-            t = t + duration_s
-            starts.append(t)
+        starts = list(accumulate(plan.durations, initial=float(self.sim.now)))  # as each step's replay timer adds up
         run = _ScheduleRun(steps, plan, starts, name, self.sim.cause, object(), self.sim.env.event())
         self._schedules[sid] = run
         self._unwritten[sid] = plan.links
@@ -546,26 +542,25 @@ class FlowNetwork(Network):
     def _complete_skeleton_steps(self, run: _ScheduleRun, upto: int) -> None:
         """`_complete_schedule_steps` when the trace is full: each step's counters, deferred replay,
         flow skeletons (`Network._record`), causes and observer calls as its `_complete` makes them,
-        without building its `TransferGroup` or its flows' ends: the skeletons are added together
-        (`Recorder.skeleton_steps`, ends laid out when read), the last flow's end and index come from
-        the trajectory (`Trajectory.last_flow`), and observers that take a transfer's last end
+        without building its `TransferGroup` or its flows' ends: the skeletons are added together and
+        made only when read (`_StepSkeletons`: most are evicted unread), the last flow's index comes
+        from the trajectory (`Trajectory.last_flow`), and observers that take a transfer's last end
         (`on_flows_until`) are given that instead of every flow's (all steps in one call to those with
         `on_steps_until`)."""
         recorder, env, plan = self.sim.recorder, self.sim.env, run.plan
         if plan.codes is None:  # interned once per schedule
             plan.codes = [self._skeleton_codes_of(k, self._keyed[k][0], self._keyed[k][1], None) for k in plan.keys]
         batched, until, flows = self._step_observers()
-        skeletons, ends = [], []  # ends: (srcs, dsts, start, last flow's end, key) per step
+        ends = []  # (srcs, dsts, start, last flow's end, key) per step
         deferred, starts, steps_of = self._deferred, run.starts, plan.steps_of(self._keyed)
-        next_id, sent, delivered, flows_started = recorder.next_id, self.bytes_sent, self.bytes_delivered, 0
-        cause, current = run.cause, env.cause  # what released this step; the current cause
+        sent, delivered = self.bytes_sent, self.bytes_delivered
         runs_max = _DEFERRED_RUNS_MAX - 1
         each = bool(until or flows)  # observers told step by step
-        for i in range(run.completed, upto):  # counters in locals, written back after (the same sums)
-            key, trajectory, srcs, dsts, total, n, code, last_offset, last_index, last_gap, offsets = steps_of[i]
+        lo = run.completed
+        for i in range(lo, upto):  # counters in locals, written back after (the same sums)
+            key, trajectory, srcs, dsts, total, _, _, last_offset, _, _, offsets = steps_of[i]
             start = starts[i]
             after = starts[i + 1]
-            flows_started += n
             sent += total
             d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
             if d is not None and d[0] is trajectory:
@@ -578,12 +573,6 @@ class FlowNetwork(Network):
                 self._defer(trajectory, start, after)
             delivered += total  # float(nbytes.sum()), as `_complete` adds it
             end = start + last_offset  # `Trajectory.last_flow`, inline for its common case
-            if n:
-                last = last_index if last_gap > 4 * ulp(end) else trajectory.last_flow(start)[1]
-                skeletons.append((code, start, offsets, next_id, cause))
-                current = next_id + last  # the step's last flow
-                next_id += n
-            cause = current  # what released the next step
             ends.append((srcs, dsts, start, end, key))
             if each:
                 for on_flows_until in until:
@@ -594,15 +583,16 @@ class FlowNetwork(Network):
                         on_flows(srcs, dsts, start, finish, key)
         for on_steps_until in batched:
             on_steps_until(ends)
-        steps, skeleton_flows = upto - run.completed, next_id - recorder.next_id  # the flows of `skeletons`
-        if steps > 0:
+        if upto > lo:
+            skeletons = _StepSkeletons(steps_of, starts, lo, upto, recorder.next_id, run.cause, env.cause)
+            skeleton_flows = plan.flows_before[upto] - plan.flows_before[lo]
             recorder.dropped += skeleton_flows
-            recorder.next_id = next_id
-            env.cause = run.cause = current
-            self.flows_started += flows_started
+            recorder.next_id += skeleton_flows
+            env.cause = run.cause = skeletons.last_cause()
+            self.flows_started += skeleton_flows
             self.bytes_sent, self.bytes_delivered = sent, delivered
-            self.replayed_steps += steps
-        recorder.skeleton_steps(skeletons, skeleton_flows)
+            self.replayed_steps += upto - lo
+            recorder.skeleton_steps(skeletons, skeleton_flows)
         run.completed = max(run.completed, upto)
 
     def _step_observers(self) -> tuple[list, list, list]:
@@ -842,6 +832,7 @@ class _SchedulePlan:
     durations: list[float]  # the trajectories' durations (a finished trajectory's never changes)
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
+    flows_before: list[int] | None = None  # per step the flows of the steps before it (`steps_of`), and all
 
     def steps_of(self, keyed: dict) -> list[tuple]:
         """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
@@ -864,7 +855,53 @@ class _SchedulePlan:
                 )
                 for key, t, code in zip(self.keys, self.trajectories, self.codes)
             ]
+            self.flows_before = list(accumulate((step[5] for step in self._steps), initial=0))
         return self._steps
+
+
+class _StepSkeletons:
+    """The flow skeletons of a replayed schedule's steps lo..hi-1 as `SpanSkeleton.add_steps` takes
+    them, one (codes, start, finish offsets, first flow id, cause) per step with flows, made when
+    iterated (a long run's are mostly evicted unread): each step's flows take the next ids, the
+    first step is caused by what released the schedule (`cause`), a later one by the last flow of
+    the step before (`Trajectory.last_flow`; before any flow: `current`, the cause then current)."""
+
+    __slots__ = ("steps_of", "starts", "lo", "hi", "first_id", "cause", "current")
+
+    def __init__(self, steps_of: list[tuple], starts: list[float], lo: int, hi: int, first_id: int, cause, current):
+        self.steps_of, self.starts, self.lo, self.hi = steps_of, starts, lo, hi
+        self.first_id, self.cause, self.current = first_id, cause, current
+
+    def __iter__(self):
+        steps_of, starts = self.steps_of, self.starts
+        next_id, cause, current = self.first_id, self.cause, self.current
+        for i in range(self.lo, self.hi):
+            step = steps_of[i]
+            n = step[5]
+            if n:
+                yield step[6], starts[i], step[10], next_id, cause
+                current = next_id + _last_flow(step, starts[i])
+                next_id += n
+            cause = current
+
+    def __len__(self) -> int:
+        return sum(1 for i in range(self.lo, self.hi) if self.steps_of[i][5])
+
+    def last_cause(self):
+        """What the last step's end releases: its last flow (the cause before the steps if none has flows)."""
+        steps_of = self.steps_of
+        for i in range(self.hi - 1, self.lo - 1, -1):
+            if steps_of[i][5]:
+                first = self.first_id + sum(steps_of[j][5] for j in range(self.lo, i))
+                return first + _last_flow(steps_of[i], self.starts[i])
+        return self.current
+
+
+def _last_flow(step: tuple, start: float) -> int:
+    """The index of a step's (`_SchedulePlan.steps_of`) last flow to finish when it starts at `start`:
+    `Trajectory.last_flow`, inline for its common case (a gap of more than 4 ulps to the next end)."""
+    _, trajectory, _, _, _, _, _, last_offset, last_index, last_gap, _ = step
+    return last_index if last_gap > 4 * ulp(start + last_offset) else trajectory.last_flow(start)[1]
 
 
 @dataclass
