@@ -157,7 +157,8 @@ class SpanSkeleton:
         if flows is not None and self._chunked + flows <= capacity:
             self._add_steps_chunk(_Steps(steps, flows))
             return
-        pending, pending_n = [], 0
+        pending: list[tuple[np.ndarray, float, np.ndarray, int, int]] = []
+        pending_n = 0
         for step in steps:
             n = len(step[0])
             if n == 0:

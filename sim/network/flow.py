@@ -26,7 +26,7 @@ import heapq
 import operator
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from math import ulp
 
@@ -832,7 +832,9 @@ class _SchedulePlan:
     durations: list[float]  # the trajectories' durations (a finished trajectory's never changes)
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
-    flows_before: list[int] | None = None  # per step the flows of the steps before it (`steps_of`), and all
+    flows_before: list[int] = field(
+        default_factory=list
+    )  # per step the flows of the steps before it, and all (`steps_of`)
 
     def steps_of(self, keyed: dict) -> list[tuple]:
         """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
