@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import operator
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from math import ulp
@@ -44,6 +44,7 @@ from sim.network.replay import Trajectory
 
 _ROWS_MAX_KEYS = 1 << 18  # endpoint sets (or single pairs) whose rows are kept
 _DEFERRED_RUNS_MAX = 1024  # a step's replays accounted at once (bounded memory)
+_COMPILED_ALONE_LINKS = 32  # `_alone` asks about this many links or more compiled (sim/network/links_kernel.py)
 
 
 class FlowNetwork(Network):
@@ -89,6 +90,7 @@ class FlowNetwork(Network):
         self._schedules: dict[int, _ScheduleRun] = {}  # id -> a schedule replayed as one (`run_steps`)
         self._arriving = np.zeros(self._num_links, dtype=np.int64)
         self._step_observer_calls: tuple[tuple, tuple[list, list, list]] | None = None  # `_step_observers`
+        self._any_in_use: Callable[..., bool] | None = None  # sim/network/links_kernel.py, once `_alone` uses it
 
     @property
     def active_flows(self) -> int:
@@ -411,6 +413,12 @@ class FlowNetwork(Network):
             return True  # an idle network
         if not len(links):
             return True
+        if len(links) >= _COMPILED_ALONE_LINKS and self._table.compiled:  # numba loaded by the table already
+            if self._any_in_use is None:
+                from sim.network.links_kernel import any_in_use
+
+                self._any_in_use = any_in_use
+            return not self._any_in_use(links, self._table.link_entries, self._arriving, self._claims())
         return not (  # count_nonzero and max: a few us less than any() on a hot path
             np.count_nonzero(self._table.link_entries[links])
             or np.count_nonzero(self._arriving[links])

@@ -291,6 +291,11 @@ class FlowTable(FlowSlots):
         row = np.concatenate([np.repeat(np.arange(len(unit)), u_len[unit]), e_row])
         return row, np.concatenate([u_link[idx], e_link]), np.concatenate([u_weight[idx], e_weight])
 
+    @property
+    def compiled(self) -> bool:
+        """Whether the table fills compiled by now (numba loaded: `_compiled`)."""
+        return self._python_entries >= PYTHON_FILLING_ENTRIES
+
     def _compiled(self, entries: int) -> bool:
         """Whether a filling of `entries` entries runs compiled: once the table has filled
         `PYTHON_FILLING_ENTRIES` in plain Python (see there)."""

@@ -215,6 +215,21 @@ def bundle_inputs(lengths, flat, weights, shared):
     ), np.array(order)
 
 
+def test_the_compiled_links_in_use_check_is_the_numpy_one():
+    """`FlowNetwork._alone` asks about large link sets compiled (sim/network/links_kernel.py): in
+    use means a live flow's entries, a pending arrival or a claim (>= 0) on some link of the set."""
+    from sim.network.links_kernel import any_in_use
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        entries = np.where(rng.random(400) < 0.01, rng.integers(1, 5, 400), 0).astype(np.int64)
+        arriving = np.where(rng.random(400) < 0.01, 1, 0).astype(np.int64)
+        claimant = np.where(rng.random(400) < 0.01, rng.integers(0, 9, 400), -1).astype(np.int64)
+        links = np.unique(rng.integers(0, 400, int(rng.integers(1, 120)))).astype(np.int64)
+        expected = bool(entries[links].any() or arriving[links].any() or (claimant[links] >= 0).any())
+        assert any_in_use(links, entries, arriving, claimant) == expected
+
+
 @CASES
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 3.0, 20.0]), st.integers(2, 60))
 def test_bundled_filling_is_exact_whenever_its_check_accepts(seed, oversubscription, n_flows):
