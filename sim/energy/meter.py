@@ -51,7 +51,7 @@ import numpy as np
 from sim.energy.inventory import CLASS_ROW, CLASSES, Inventory, dynamic_w
 from sim.engine.activity import SpanActivity, block_edges, union
 from sim.engine.codes import distinct
-from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
+from sim.engine.link_traffic import COMPILED_SPREAD_MIN, AdaptiveBins, LinkTraffic
 from sim.engine.open_intervals import JOIN_ABS, JOIN_REL, OpenIntervals
 from sim.engine.replay import StepKey
 
@@ -365,6 +365,14 @@ class EnergyMeter:
             )
         # per (segment, group of its devices): the devices of the class in that group
         first, n = ptr[dev_seg], ptr[dev_seg + 1] - ptr[dev_seg]
+        if int(n.sum()) >= COMPILED_SPREAD_MIN:  # the same entries, gathered compiled
+            from sim.energy.pairs_kernel import gather_pairs  # numba: imported when first needed
+
+            pairs = (dev_seg, ptr, pair_group, pair_count, np.ascontiguousarray(pair_on_host, dtype=bool))
+            coarse.spread(*gather_pairs(t0, t1, gpu_j, *pairs, False))
+            if pair_on_host.any():
+                coarse.spread(*gather_pairs(t0, t1, chassis_j, *pairs, True))
+            return
         seg = np.repeat(np.arange(len(t0)), n)
         pair = np.repeat(first - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
         groups, count = pair_group[pair], pair_count[pair]

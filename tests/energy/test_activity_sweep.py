@@ -72,3 +72,41 @@ def test_a_run_with_many_intervals_sweeps_compiled(monkeypatch):
         (2.0, 3.0, 0, 0.5),
         (0.0, 2.0, 1, 1.0),
     ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_coarse_entries_gathered_compiled_spread_as_the_numpy_ones(monkeypatch, seed):
+    """Each representative's segments are spread once per group of the devices it stands for
+    (`_class_members` pairs): from COMPILED_SPREAD_MIN entries on, the entries are gathered
+    compiled (sim/energy/pairs_kernel.py); the bins are the numpy path's, to the bit."""
+    from types import SimpleNamespace
+
+    from sim.energy.meter import EnergyMeter, _class_members
+    from sim.engine.link_traffic import AdaptiveBins
+
+    rng = np.random.default_rng(seed)
+    n_dev, n_pool = 48, 8  # GPUs on 6 hosts of 8, then 8 pool GPUs (group 6)
+    rep = np.full(n_dev + n_pool, -1)  # each row's representative (-1: idle)
+    leaders = rng.choice(n_dev + n_pool, 10, replace=False)
+    rep[leaders] = leaders
+    others = np.setdiff1d(np.arange(n_dev + n_pool), leaders)
+    standing = others[rng.random(len(others)) < 0.7]
+    rep[standing] = rng.choice(leaders, len(standing))
+    members = _class_members(rep, np.repeat(np.arange(7), 8), n_dev)
+    assert members[5].any() and not members[5].all()  # pairs on GPU hosts and of pool GPUs
+    n = 400
+    t0 = np.sort(rng.integers(0, 200, n) * 0.5)
+    segments = (t0, t0 + rng.integers(0, 9, n) * 0.25, rng.choice(leaders, n), rng.choice([0.0, 0.4, 1.0], n))
+    power = SimpleNamespace(max=700.0, idle=100.0)
+    inv = SimpleNamespace(
+        gpu_dynamic_w=600.0, site=SimpleNamespace(gpu_host=power), topology=SimpleNamespace(hosts=[range(8)])
+    )
+    stub = SimpleNamespace(inv=inv)
+    bins = {}
+    for compiled in (False, True):
+        monkeypatch.setattr(meter, "COMPILED_SPREAD_MIN", 0 if compiled else 10**9)
+        fine, coarse = AdaptiveBins(4, 64), AdaptiveBins(8, 64)
+        EnergyMeter._spread_gpu(stub, segments, members, fine, coarse)
+        bins[compiled] = (fine.values().tolist(), coarse.values().tolist(), coarse.width_s)
+    assert bins[True] == bins[False]
+    assert np.count_nonzero(bins[True][1]) > 20
