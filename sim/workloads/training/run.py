@@ -72,7 +72,8 @@ ADAM_STEP_TRAFFIC_BYTES_PER_PARAM = 30.0
 
 @dataclass
 class Capture:
-    """The recorded timeline of a segment or op (spans as offsets from its start) and its totals."""
+    """The totals of a segment or op, and a segment's recorded timeline (spans as offsets from its
+    start) where segments are replayed (`TrainingRun.replay`)."""
 
     duration_s: float = 0.0
     kernel_s: float = 0.0
@@ -84,7 +85,9 @@ class Capture:
     comm_s_by_group: dict[str, float] = field(default_factory=dict)  # exposed comm_s by collective group (tp, cp, ep)
     _summary: SpanTape | None = field(default=None, init=False, repr=False, compare=False)
 
-    def add(self, other: Capture, offset: float) -> None:
+    def add(self, other: Capture) -> None:
+        """Another part's totals (an op's segments: their spans are recorded as they run; a replayed
+        op records its `summary`, a replayed segment its own tape)."""
         self.kernel_s += other.kernel_s
         self.comm_s += other.comm_s
         for kind, seconds in other.comm_s_by_link.items():
@@ -93,7 +96,6 @@ class Capture:
             self.comm_s_by_group[group] = self.comm_s_by_group.get(group, 0.0) + seconds
         self.flop += other.flop
         self.executed_flop += other.executed_flop
-        self.tape.extend(other.tape, offset)
 
     def summary(self) -> SpanTape:
         """The op as its kernels' time, then its exposed waits per link kind, back to back: what a
@@ -223,11 +225,10 @@ class TrainingRun:
                         t0 = self.sim.now
                         yield gate.pop(unit)
                         st.waits_in_ops_s += self.sim.now - t0
-                    seg_start = self.sim.now
                     part = yield from self._segment(
                         g, f"{op.kind}{op.microbatch} v{j} {name}", name.split(" L")[0], seg
                     )
-                    cap.add(part, seg_start - start)
+                    cap.add(part)
                     if done is not None and (k + 1 == len(segments) or segments[k + 1][2] != unit):
                         done(unit)
                 cap.duration_s = self.sim.now - start
@@ -316,11 +317,13 @@ class TrainingRun:
         self.sim.env.schedule_at(wake, t)
         yield wake
         record, span, node = cap.tape.record, self.sim.recorder.span, g.driver.node  # `_record`, unrolled
+        replay = self.replay
         for item, t0, d in zip(kernels, t0s, durations):
             cap.flop += item.flop
             cap.executed_flop += item.executed_flop
             rel0, rel1 = t0 - start, t0 + d - start
-            record("compute", item.name, rel0, rel1, item.nbytes, item.flop, item.category)
+            if replay:
+                record("compute", item.name, rel0, rel1, item.nbytes, item.flop, item.category)
             span(
                 node,
                 "compute",
@@ -335,7 +338,10 @@ class TrainingRun:
             cap.comm_s += max((t0 + d) - t0 - d, 0.0)  # as a kernel's own wait has it: 0 or a rounding
 
     def _record(self, g: Group, cap: Capture, label: str, start: float, span: tuple) -> None:
-        cap.tape.record(*span)
+        """Record a span of a segment (offsets from its `start`), and on its tape where segments are
+        replayed (`_segment`)."""
+        if self.replay:
+            cap.tape.record(*span)
         self.sim.span(
             g.driver.node,
             span[0],
