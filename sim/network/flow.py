@@ -768,55 +768,67 @@ def _merge_paths(routed: Routed) -> Routed:
 
 
 class _DeferralIndex:
-    """The links of the deferred replays' steps, to find those on given links at once: per link the
-    set of live deferrals using it (a recording's settle asks for the few deferrals among hundreds on
-    its links; a scan of every deferral's links would cost hundreds of thousands of entries a time).
+    """The links of the deferred replays' steps, to find those on given links at once (a recording's
+    settle asks for the few deferrals among hundreds on its links; a scan of every deferral's links
+    would cost hundreds of thousands of entries a time).
 
-    A step crosses hundreds of links and is deferred again and again: the sets of its links array
-    (a trajectory's, the same object each time) are looked up once and kept (`_sets_of`, bounded),
-    so adding or removing a deferral is one C-level pass over them (`map`), not a Python loop."""
+    Deferrals are grouped by their links (the steps of one ring cross the same links, and are
+    deferred and settled together): per link the groups with live deferrals using it, per group its
+    live deferrals. A group enters the links' sets when its first deferral comes and leaves them
+    when its last one is settled, so most deferrals cost a set insertion, not one per link. The
+    group of a links array (a trajectory's, the same object each time) is looked up by content once
+    and kept (`_content_of`, bounded)."""
 
-    SETS_KEPT = 8192  # links arrays whose sets are kept looked up (bounded memory)
+    SETS_KEPT = 8192  # links arrays whose content is kept looked up (bounded memory)
 
     def __init__(self, num_links: int) -> None:
         self.made = 0
         self.live: dict[int, StepKey] = {}  # deferral number -> its key, while deferred
-        self._links_of: dict[int, np.ndarray] = {}  # deferral number -> its links
-        self._using = np.zeros(num_links, dtype=np.int64)  # live deferrals using each link
-        self._on_link: dict[int, set[int]] = {}  # link -> the live deferrals using it
-        self._sets_of: dict[int, tuple[np.ndarray, list[set[int]]]] = {}  # id(links) -> (links, their sets)
+        self._group_of: dict[int, _LinkGroup] = {}  # deferral number -> its group, while deferred
+        self._groups: dict[bytes, _LinkGroup] = {}  # links content -> its group, while it has deferrals
+        self._using = np.zeros(num_links, dtype=np.int64)  # groups with live deferrals using each link
+        self._on_link: dict[int, set[_LinkGroup]] = {}  # link -> the groups with live deferrals using it
+        self._content_of: dict[int, tuple[np.ndarray, bytes]] = {}  # id(links) -> (links, their content)
 
-    def _sets(self, links: np.ndarray) -> list[set[int]]:
-        kept = self._sets_of.get(id(links))
+    def _content(self, links: np.ndarray) -> bytes:
+        kept = self._content_of.get(id(links))
         if kept is not None and kept[0] is links:
             return kept[1]
-        on_link = self._on_link
-        sets = []
-        for link in links.tolist():
-            users = on_link.get(link)
-            if users is None:
-                users = on_link[link] = set()
-            sets.append(users)
-        if len(self._sets_of) >= self.SETS_KEPT:
-            self._sets_of.clear()
-        self._sets_of[id(links)] = (links, sets)  # holding `links` keeps its id unique
-        return sets
+        content = np.asarray(links, dtype=np.int64).tobytes()
+        if len(self._content_of) >= self.SETS_KEPT:
+            self._content_of.clear()
+        self._content_of[id(links)] = (links, content)  # holding `links` keeps its id unique
+        return content
 
     def add(self, key: StepKey, links: np.ndarray) -> int:
         """A new deferral of `key`'s replays on `links` (distinct): its number (later ones have larger ones)."""
         self.made += 1
         number = self.made
         self.live[number] = key
-        self._links_of[number] = links
-        self._using[links] += 1
-        deque(map(set.add, self._sets(links), repeat(number)), maxlen=0)
+        content = self._content(links)
+        group = self._groups.get(content)
+        if group is None:  # the first live deferral on these links: the group enters their sets
+            group = self._groups[content] = _LinkGroup(links, content)
+            self._using[links] += 1
+            on_link = self._on_link
+            for link in links.tolist():
+                users = on_link.get(link)
+                if users is None:
+                    users = on_link[link] = set()
+                users.add(group)
+        group.members.add(number)
+        self._group_of[number] = group
         return number
 
     def remove(self, number: int) -> None:
         del self.live[number]
-        links = self._links_of.pop(number)
-        self._using[links] -= 1
-        deque(map(set.discard, self._sets(links), repeat(number)), maxlen=0)
+        group = self._group_of.pop(number)
+        group.members.discard(number)
+        if not group.members:  # its last live deferral: the group leaves the links' sets
+            del self._groups[group.content]
+            self._using[group.links] -= 1
+            on_link = self._on_link
+            deque(map(set.discard, (on_link[link] for link in group.links.tolist()), repeat(group)), maxlen=0)
 
     def on(self, links: np.ndarray) -> list[StepKey]:
         """The deferred keys with any of `links`, in deferral order."""
@@ -824,9 +836,20 @@ class _DeferralIndex:
         if not len(used):
             return []
         on_link = self._on_link
-        found = set().union(*(on_link[link] for link in used.tolist()))
+        groups = set().union(*(on_link[link] for link in used.tolist()))
+        found = set().union(*(group.members for group in groups))
         live = self.live
         return [live[number] for number in sorted(found)]
+
+
+class _LinkGroup:
+    """Live deferrals on the same links (`_DeferralIndex`)."""
+
+    __slots__ = ("links", "content", "members")
+
+    def __init__(self, links: np.ndarray, content: bytes) -> None:
+        self.links, self.content = links, content
+        self.members: set[int] = set()
 
 
 @dataclass

@@ -414,6 +414,28 @@ def test_the_deferral_index_finds_the_deferred_steps_on_links_in_deferral_order(
     assert index.on(np.array([3])) == []
 
 
+def test_the_deferral_index_answers_as_a_scan_of_every_live_deferrals_links():
+    """Deferrals on the same links are grouped (a ring's steps): whatever the order of adds and
+    removes, `on` gives the live deferrals meeting the links, oldest first, as a scan would."""
+    from sim.engine.replay import StepKey
+    from sim.network.flow import _DeferralIndex
+
+    rng = np.random.default_rng(4)
+    link_sets = [np.unique(rng.integers(0, 40, int(rng.integers(1, 8)))) for _ in range(12)]
+    index, live = _DeferralIndex(40), {}  # number -> (key, links)
+    for step in range(3000):
+        if live and rng.random() < 0.45:
+            number = list(live)[int(rng.integers(len(live)))]
+            index.remove(number)
+            del live[number]
+        else:
+            key, links = StepKey(f"k{step}"), link_sets[int(rng.integers(len(link_sets)))]
+            live[index.add(key, links.copy() if rng.random() < 0.5 else links)] = (key, links)
+        asked = np.unique(rng.integers(0, 40, int(rng.integers(1, 6))))
+        expected = [key for number, (key, links) in sorted(live.items()) if np.intersect1d(links, asked).size]
+        assert index.on(asked) == expected
+
+
 def test_deferrals_again_on_one_links_array_are_found_while_live_however_many_arrays_were_seen(monkeypatch):
     """A step deferred again and again (its trajectory's links array each time) is found by any of
     its links while live and not after; past `SETS_KEPT` arrays, the looked-up sets are forgotten
@@ -434,7 +456,7 @@ def test_deferrals_again_on_one_links_array_are_found_while_live_however_many_ar
     others = [np.array([4 + i, 9]) for i in range(3)]  # more arrays than are kept
     keys = [StepKey(f"o{i}") for i in range(3)]
     numbers = [index.add(key, links) for key, links in zip(keys, others)]
-    assert len(index._sets_of) <= 2
+    assert len(index._content_of) <= 2
     assert index.on(np.array([9])) == keys
     index.remove(third)
     assert index.on(shared) == []
