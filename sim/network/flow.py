@@ -863,9 +863,8 @@ class _SchedulePlan:
     durations: list[float]  # the trajectories' durations (a finished trajectory's never changes)
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
-    flows_before: list[int] = field(
-        default_factory=list
-    )  # per step the flows of the steps before it, and all (`steps_of`)
+    # per step the flows of the steps before it, then all of them (`steps_of`)
+    flows_before: list[int] = field(default_factory=list)
 
     def steps_of(self, keyed: dict) -> list[tuple]:
         """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
