@@ -364,7 +364,8 @@ class EnergyMeter:
                 (chassis_j * on_hosts[dev_seg])[hosted],
             )
         # per (segment, group of its devices): the devices of the class in that group
-        first, n = ptr[dev_seg], ptr[dev_seg + 1] - ptr[dev_seg]
+        first = ptr[dev_seg]
+        n = ptr[dev_seg + 1] - first
         if int(n.sum()) >= COMPILED_SPREAD_MIN:  # the same entries, gathered compiled
             from sim.energy.pairs_kernel import gather_pairs  # numba: imported when first needed
 
