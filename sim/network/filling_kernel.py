@@ -93,3 +93,62 @@ def fill(row, link, weight, n, capacity, rate, link_level, want_level):  # pragm
             frozen_entries[c] = 0
         newly[:] = False
         k = kept
+
+
+@njit(cache=True)
+def bundled_fill(  # pragma: no cover (compiled)
+    unit,
+    u_row,
+    u_link,
+    u_weight,
+    b_row,
+    b_link,
+    b_weight,
+    s_row,
+    s_link,
+    s_weight,
+    n_single,
+    capacity,
+    multiplicity,
+    has_multiplicity,
+    rate,
+    edge_load,
+):
+    """`bundled_filling` (sim/network/max_min.py) in one call, its operations in the same order: the
+    bundles filled as single flows of k-fold entries on the shared links, the other flows on the
+    capacity the bundles leave on the edge links, then the check. Writes the rates into `rate`
+    (bundled rows, then the others) and the bundled rows' edge load into `edge_load`; returns
+    whether the check holds."""
+    n_bundled = len(unit)
+    n_units = 0
+    for i in range(n_bundled):
+        n_units = max(n_units, unit[i] + 1)
+    size = np.zeros(n_units)
+    for i in range(n_bundled):
+        size[unit[i]] += multiplicity[i] if has_multiplicity else 1.0
+    weight = np.empty(len(u_link))
+    for j in range(len(u_link)):
+        weight[j] = u_weight[j] * size[u_row[j]]
+    unit_rate = np.empty(n_units)
+    fill(u_row, u_link, weight, n_units, capacity, unit_rate, np.empty(0), False)
+    for i in range(n_bundled):
+        rate[i] = unit_rate[unit[i]]
+    links = len(capacity)
+    edge_load[:] = 0.0
+    for j in range(len(b_link)):
+        edge_load[b_link[j]] += b_weight[j] * rate[b_row[j]]
+    residual = np.empty(links)
+    for link in range(links):
+        residual[link] = capacity[link] - edge_load[link]
+        if residual[link] < -REL_TOL * capacity[link] and edge_load[link] > 0:
+            return False  # the bundles overfill an edge link
+    level = np.full(links, np.inf)
+    single = np.empty(n_single)
+    fill(s_row, s_link, s_weight, n_single, residual, single, level, True)
+    for i in range(n_single):
+        rate[n_bundled + i] = single[i]
+    for j in range(len(b_link)):
+        filled = level[b_link[j]]
+        if filled < np.inf and rate[b_row[j]] > filled * (1 + REL_TOL):
+            return False  # an edge link fills below a bundle's rate
+    return True

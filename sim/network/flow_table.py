@@ -44,6 +44,7 @@ _BACKOFF_MAX = 64  # after a failed bundle check, row-level refills for up to th
 # loading numba costs ~0.35 s, about what filling this many entries in Python costs, so a small run
 # (the README's 2-host all-reduce fills ~0.1M) never pays it and a large one pays it once.
 PYTHON_FILLING_ENTRIES = 150_000
+_NO_RATES = np.zeros(0)
 
 
 class FlowTable(FlowSlots):
@@ -127,12 +128,17 @@ class FlowTable(FlowSlots):
 
     def _prepare(self, flows: np.ndarray, clocks: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray | None, np.ndarray]:
         """(parts, old rates, old load (None: the region is everything), residual capacity) of a
-        refill of `flows` and `clocks`."""
-        bundled = self.bundle[flows] >= 0
-        flows = np.concatenate([flows[bundled], flows[~bundled]])  # bundled flows first
-        parts = self._parts(flows, clocks)
-        old = np.concatenate([self.clocks.rate[clocks], np.where(self.fresh[flows], 0.0, self.rate[flows])])
-        if len(flows) + int(self.clocks.count[clocks].sum()) == self.n_alive:
+        refill of `flows` and `clocks`; compiled once the table fills compiled (the same arrays:
+        sim/network/region_kernel.py)."""
+        if self.compiled:
+            parts, old, members = self._compiled_parts(flows, clocks)
+        else:
+            bundled = self.bundle[flows] >= 0
+            flows = np.concatenate([flows[bundled], flows[~bundled]])  # bundled flows first
+            parts = self._parts(flows, clocks)
+            old = np.concatenate([self.clocks.rate[clocks], np.where(self.fresh[flows], 0.0, self.rate[flows])])
+            members = int(self.clocks.count[clocks].sum())
+        if len(flows) + members == self.n_alive:
             return parts, old, None, self.capacity
         old_load = self._load(parts, old)
         return parts, old, old_load, self.capacity - (self.link_rate - old_load)
@@ -216,10 +222,82 @@ class FlowTable(FlowSlots):
             "rows": c + len(flows),
         }
 
+    def _compiled_parts(self, flows: np.ndarray, clocks: np.ndarray) -> tuple[dict, np.ndarray, int]:
+        """`_parts` of `flows` put bundled first, with the rows' old rates and the clocks' members, in
+        one compiled call (sim/network/region_kernel.py)."""
+        from sim.network.region_kernel import prepare
+
+        s, cs, p = self._slots.arrays, self.clocks.state.arrays, self.clocks.pairs.arrays
+        store, entries = self.bundles.store, self.bundles.entries.arrays
+        rows = prepare(
+            flows,
+            clocks,
+            s["bundle"],
+            s["start"],
+            s["length"],
+            s["fresh"],
+            s["rate"],
+            self._entries.arrays["link"],
+            self._entries.arrays["weight"],
+            cs["count"],
+            cs["rate"],
+            p["bundle"],
+            p["link"],
+            p["weight"],
+            p["count"],
+            self.clocks.pairs.size,
+            store.arrays["start"][: store.size],
+            store.arrays["length"][: store.size],
+            entries["link"],
+            entries["weight"],
+        )
+        ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, members = (
+            rows
+        )
+        c = len(clocks)
+        parts = {
+            "flows": ordered,
+            "clocks": c,
+            "unit": unit,
+            "units": len(ids),
+            "mult": mult if c else None,
+            "represented": int(n_bundled) + int(members),
+            "shared": (u_row, u_link, u_weight),
+            "edge": (e_row, e_link, e_weight),
+            "split": int(split),
+            "rows": c + len(ordered),
+        }
+        return parts, old, int(members)
+
     def _load(self, parts: dict, rate: np.ndarray) -> np.ndarray:
         """Per link: summed entries x rate of the rows (shared entries once per bundle, times the
-        flows of each row)."""
+        flows of each row); compiled once the table fills compiled (the same sums:
+        sim/network/region_kernel.py)."""
         unit, mult = parts["unit"], parts["mult"]
+        if self.compiled:
+            from sim.network.region_kernel import load
+
+            bundled_load = parts.get("bundled_load")
+            edge, start = (
+                (np.zeros(self.num_links), 0) if bundled_load is None else (bundled_load.copy(), parts["split"])
+            )
+            (u_row, u_link, u_weight), (e_row, e_link, e_weight) = parts["shared"], parts["edge"]
+            return load(
+                unit,
+                _NO_RATES if mult is None else mult,
+                mult is not None,
+                parts["units"],
+                u_row,
+                u_link,
+                u_weight,
+                e_row,
+                e_link,
+                e_weight,
+                np.ascontiguousarray(rate, dtype=float),
+                self.num_links,
+                start,
+                edge,
+            )
         if not len(unit):
             return self._edge_load(parts, rate)
         unit_rate = rate[: len(unit)] if mult is None else rate[: len(unit)] * mult

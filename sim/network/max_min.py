@@ -240,6 +240,10 @@ def bundled_filling(
     u_row, u_link, u_weight = unit_entries
     b_row, b_link, b_weight = bundled_edge
     n_bundled = len(unit)
+    if compiled:  # the same operations in one compiled call
+        return _compiled_bundled_filling(
+            unit, unit_entries, bundled_edge, single_edge, n_single, capacity, multiplicity, edge_load
+        )
     n_units = int(unit.max()) + 1 if n_bundled else 0
     size = (
         np.bincount(unit, minlength=n_units)
@@ -264,3 +268,47 @@ def bundled_filling(
         if (rate[b_row[on_filled]] > level[b_link[on_filled]] * (1 + REL_TOL)).any():
             return None  # an edge link fills below a bundle's rate
     return rate
+
+
+def _compiled_bundled_filling(
+    unit: np.ndarray,
+    unit_entries: tuple,
+    bundled_edge: tuple,
+    single_edge: tuple,
+    n_single: int,
+    capacity: np.ndarray,
+    multiplicity: np.ndarray | None,
+    edge_load: np.ndarray | None,
+) -> np.ndarray | None:
+    """`bundled_filling` by sim/network/filling_kernel.py's `bundled_fill` (the same rates)."""
+    from sim.network.filling_kernel import bundled_fill  # numba: imported when first needed
+
+    def int64(a):
+        return np.ascontiguousarray(a, dtype=np.int64)
+
+    def real(a):
+        return np.ascontiguousarray(a, dtype=float)
+
+    (u_row, u_link, u_weight), (b_row, b_link, b_weight) = unit_entries, bundled_edge
+    s_row, s_link, s_weight = single_edge
+    rate = np.empty(len(unit) + n_single)
+    load = np.empty(len(capacity)) if edge_load is None else edge_load
+    ok = bundled_fill(
+        int64(unit),
+        int64(u_row),
+        int64(u_link),
+        real(u_weight),
+        int64(b_row),
+        int64(b_link),
+        real(b_weight),
+        int64(s_row),
+        int64(s_link),
+        real(s_weight),
+        n_single,
+        real(capacity),
+        real(np.zeros(0) if multiplicity is None else multiplicity),
+        multiplicity is not None,
+        rate,
+        load,
+    )
+    return rate if ok else None

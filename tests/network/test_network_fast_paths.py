@@ -243,6 +243,30 @@ def test_bundled_filling_is_exact_whenever_its_check_accepts(seed, oversubscript
         assert rate == pytest.approx(reference(lengths, flat, weights, capacity)[order], rel=REL)
 
 
+@CASES
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 3.0, 20.0]), st.integers(2, 60), st.booleans())
+def test_bundled_filling_compiled_is_the_numpy_one_to_the_last_bit(seed, oversubscription, n_flows, clocks):
+    """`bundled_filling` runs as numpy calls (a small table's, `compiled=False`) or as one compiled
+    call (sim/network/filling_kernel.py `bundled_fill`): the same rates, the same bundled load on
+    the edge links, and the same refusals, with or without rows standing for several flows (clocks,
+    `multiplicity`) and with fractional edge entries (per-link sums depend on their order)."""
+    rng = np.random.default_rng(seed)
+    nic = 10e9
+    lengths, flat, weights, capacity, shared = leaf_spine_case(rng, 3, 3, nic, 3 * nic / oversubscription, n_flows)
+    edge = ~shared[flat]
+    weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+    capacity = capacity * rng.choice([1.0, 1.0, 0.5], len(capacity))
+    inputs, _ = bundle_inputs(lengths, flat, weights, shared)
+    multiplicity = rng.integers(1, 4, len(inputs[0])).astype(float) if clocks else None
+    loads = [np.full(len(capacity), np.nan), np.full(len(capacity), np.nan)]
+    plain, compiled = (
+        bundled_filling(*inputs, capacity, multiplicity, load, compiled=c) for load, c in zip(loads, (False, True))
+    )
+    assert (plain is None) == (compiled is None)
+    if plain is not None:
+        assert np.array_equal(plain, compiled) and np.array_equal(loads[0], loads[1])
+
+
 def test_bundled_filling_accepts_oversubscribed_all_to_all_and_rejects_nic_bound_flows():
     hosts = 8
     pairs = [(s, d) for s in range(hosts) for d in range(hosts) if s != d]
@@ -661,3 +685,73 @@ def test_a_trajectorys_last_flow_is_the_max_and_argmax_of_its_ends(start_s):
         trajectory.finish(2.0 + offsets.max(), 2.0 + offsets)
         ends = start_s + trajectory.finish_offsets
         assert trajectory.last_flow(start_s) == (ends.max().item(), int(ends.argmax()))
+
+
+def _same(a, b) -> bool:
+    """Equal to the bit, arrays (and their kind of number) and tuples of them alike."""
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype.kind == np.asarray(b).dtype.kind and np.array_equal(a, b)
+    return a == b
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(seed):
+    """Once a table fills compiled it also gathers a refill's rows (`_prepare`: bundled flows first,
+    units, shared and edge entries, the clocks' pairs, old rates, old load, residual capacity) and
+    sums loads (`_load`) compiled (sim/network/region_kernel.py). On an oversubscribed leaf-spine,
+    with clocks and fractional edge entries (per-link sums depend on their order), every refill's
+    rows and loads come out of both paths the same to the last bit."""
+    mode = {"compiled": False}
+    prepare, load = FlowTable._prepare, FlowTable._load
+    refills, clocked = [], []
+
+    def both(method, compare):
+        def run(table, *args):
+            before = mode["compiled"]
+            mode["compiled"] = False
+            plain = method(table, *args)
+            mode["compiled"] = True
+            compiled = method(table, *args)
+            mode["compiled"] = before
+            compare(plain, compiled)
+            return plain
+
+        return run
+
+    def same_prepare(plain, compiled):
+        (parts, old, old_load, residual), (parts_c, old_c, old_load_c, residual_c) = plain, compiled
+        assert parts.keys() == parts_c.keys()
+        assert all(_same(parts[k], parts_c[k]) for k in parts), [k for k in parts if not _same(parts[k], parts_c[k])]
+        assert _same(old, old_c) and _same(residual, residual_c)
+        assert (old_load is None) == (old_load_c is None) and (old_load is None or _same(old_load, old_load_c))
+        refills.append(parts["rows"])
+        clocked.append(parts["clocks"])
+
+    def same_load(plain, compiled):
+        assert _same(plain, compiled)
+
+    rng = np.random.default_rng(seed)
+    capacity, shared, path = leaf_spine(3, 3, 10e9, 10e9 / 4)
+    table = FlowTable(capacity, shared)
+    now = 0.0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FlowTable, "compiled", property(lambda self: mode["compiled"]))
+        patch.setattr(FlowTable, "_prepare", both(prepare, same_prepare))
+        patch.setattr(FlowTable, "_load", both(load, same_load))
+        for step in range(40):
+            if step % 5 == 0:  # cross-leaf flows (bundled) and same-leaf ones (not) share the NIC links
+                n = int(rng.integers(12, 24))
+                lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
+                edge = ~shared[flat]
+                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+                nbytes = rng.uniform(1e8, 1e9, n)
+                table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
+            table.recompute(now)
+            now = table.next_finish()
+            if now == np.inf:
+                break
+            table.remove(table.done(now))
+    assert refills and max(clocked) > 0  # refills with clocks among their rows

@@ -1,0 +1,172 @@
+"""A refill's rows and loads, compiled (numba): `FlowTable._prepare` and `FlowTable._load` on a large
+table (sim/network/flow_table.py).
+
+A refill gathers its region - the clocks and loose flows whose rate can change - into rows: the
+bundled flows first, each row's bundle as a compact *unit* id, the units' shared entries, the edge
+entries (the clocks' pairs, then the flows' own), the rows' old rates, and the load the old rates
+put on each link. As numpy that is ~35 calls, each a few microseconds of overhead on arrays of a
+few hundred to a few thousand entries: on a 1,024-GPU all-to-all (~15K refills an iteration,
+~1,000 rows each) about a sixth of the run. Here it is one call for the rows and one for a load.
+
+The kernels do the numpy path's floating-point operations in the same order, so their results are
+the same to the last bit: a load is summed per link in entry order (as `np.bincount` and
+`np.add.at` do), the shared part and the edge part separately and then added, a unit's rate
+multiplied by its flows before it is summed. No fast-math: the compiler may not reassociate or fuse
+them. tests/network/test_network_fast_paths.py compares both paths on a live table.
+
+numba is imported by the flow table only once it has loaded it for its fillings
+(sim/network/filling_kernel.py), so a small run never pays the import; the compiled code is cached
+beside this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def prepare(  # pragma: no cover (compiled)
+    flows,
+    clocks,
+    slot_bundle,
+    slot_start,
+    slot_length,
+    slot_fresh,
+    slot_rate,
+    entry_link,
+    entry_weight,
+    clock_count,
+    clock_rate,
+    pair_bundle,
+    pair_link,
+    pair_weight,
+    pair_count,
+    n_pairs,
+    store_start,
+    store_length,
+    bundle_link,
+    bundle_weight,
+):
+    """The rows of a refill of loose `flows` and `clocks` (bundle ids): (flows bundled first, unit
+    per bundled row, bundle id per unit, multiplicity per bundled row, shared entries (unit, link,
+    weight), edge entries (row, link, weight), edge entries of bundled rows, old rates, members of
+    the clocks). See `FlowTable._parts` for what each is."""
+    n, c = len(flows), len(clocks)
+    ordered = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        if slot_bundle[flows[i]] >= 0:
+            ordered[k] = flows[i]
+            k += 1
+    n_bundled = k
+    for i in range(n):
+        if slot_bundle[flows[i]] < 0:
+            ordered[k] = flows[i]
+            k += 1
+    # units: the distinct bundles of the bundled rows (clocks, then bundled flows), ascending
+    row_bundle = np.empty(c + n_bundled, np.int64)
+    for i in range(c):
+        row_bundle[i] = clocks[i]
+    for i in range(n_bundled):
+        row_bundle[c + i] = slot_bundle[ordered[i]]
+    compact = np.full(len(store_length), -1, np.int64)
+    for i in range(c + n_bundled):
+        compact[row_bundle[i]] = 0
+    units = 0
+    for b in range(len(store_length)):
+        if compact[b] == 0:
+            compact[b] = units
+            units += 1
+    ids = np.empty(units, np.int64)
+    u = 0
+    for b in range(len(store_length)):
+        if compact[b] >= 0:
+            ids[u] = b
+            u += 1
+    unit = np.empty(c + n_bundled, np.int64)
+    for i in range(c + n_bundled):
+        unit[i] = compact[row_bundle[i]]
+    # the units' shared entries
+    total = 0
+    for u in range(units):
+        total += store_length[ids[u]]
+    u_row = np.empty(total, np.int64)
+    u_link = np.empty(total, np.int64)
+    u_weight = np.empty(total)
+    j = 0
+    for u in range(units):
+        s = store_start[ids[u]]
+        for e in range(s, s + store_length[ids[u]]):
+            u_row[j] = u
+            u_link[j] = bundle_link[e]
+            u_weight[j] = bundle_weight[e]
+            j += 1
+    # edge entries: the clocks' non-empty pairs in pair order, then the flows' own
+    row_of = np.full(len(clock_count), -1, np.int64)
+    for i in range(c):
+        row_of[clocks[i]] = i
+    n_pair_entries = 0
+    if c:
+        for p in range(n_pairs):
+            n_pair_entries += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+    own = 0
+    split = n_pair_entries
+    for i in range(n):
+        own += slot_length[ordered[i]]
+        if i < n_bundled:
+            split += slot_length[ordered[i]]
+    size = n_pair_entries + own
+    e_row = np.empty(size + 1, np.int64)  # one spare: the pairs are written without branches
+    e_link = np.empty(size + 1, np.int64)
+    e_weight = np.empty(size + 1)
+    j = 0
+    if c:
+        for p in range(n_pairs):  # each pair written, kept (j moves on) if selected: no mispredictions
+            r = row_of[pair_bundle[p]]
+            e_row[j] = r
+            e_link[j] = pair_link[p]
+            e_weight[j] = pair_weight[p]
+            j += (pair_count[p] > 0) & (r >= 0)
+    for i in range(n):
+        s = slot_start[ordered[i]]
+        for e in range(s, s + slot_length[ordered[i]]):
+            e_row[j] = c + i
+            e_link[j] = entry_link[e]
+            e_weight[j] = entry_weight[e]
+            j += 1
+    # multiplicity (clocks: their members) and old rates
+    mult = np.ones(c + n_bundled)
+    members = 0
+    for i in range(c):
+        mult[i] = float(clock_count[clocks[i]])
+        members += clock_count[clocks[i]]
+    old = np.empty(c + n)
+    for i in range(c):
+        old[i] = clock_rate[clocks[i]]
+    for i in range(n):
+        old[c + i] = 0.0 if slot_fresh[ordered[i]] else slot_rate[ordered[i]]
+    e_row, e_link, e_weight = e_row[:size], e_link[:size], e_weight[:size]
+    return ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, members
+
+
+@njit(cache=True)
+def load(  # pragma: no cover (compiled)
+    unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, num_links, edge_start, edge
+):
+    """Per link: summed entries x rate of a refill's rows (`FlowTable._load`). `edge`: the edge
+    entries' sums so far (zeros, or a bundled filling's load of the first `edge_start` of them),
+    continued in place by the others in entry order; the shared part is summed apart and added."""
+    for i in range(edge_start, len(e_link)):
+        edge[e_link[i]] += e_weight[i] * rate[e_row[i]]
+    if not len(unit):
+        return edge
+    per_unit = np.zeros(units)
+    for i in range(len(unit)):
+        per_unit[unit[i]] += rate[i] * mult[i] if has_mult else rate[i]
+    shared = np.zeros(num_links)
+    for j in range(len(u_link)):
+        shared[u_link[j]] += u_weight[j] * per_unit[u_row[j]]
+    for link in range(num_links):
+        shared[link] += edge[link]
+    return shared
