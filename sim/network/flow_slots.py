@@ -73,6 +73,11 @@ class FlowSlots:
         self._lowest_removed = np.inf
         self._removed_links: list[np.ndarray] = []
 
+    @property
+    def compiled(self) -> bool:
+        """Whether sums run compiled (numba loaded; `FlowTable` says when)."""
+        return False
+
     def __getattr__(self, name: str) -> np.ndarray:  # slot fields: table.rate, table.group ...
         slots = self.__dict__.get("_slots")
         if slots is not None and name in slots.arrays:
@@ -137,16 +142,19 @@ class FlowSlots:
         rate = self.rates(slots)
         if not fresh.all():
             self._lowest_removed = min(self._lowest_removed, float(rate[~fresh].min()))
-        row, link, weight = self.entries(slots)
-        self._link_add(self.link_rate, link, -weight * rate[row])
-        self._link_add(self.link_weight, link, -weight)
-        self._link_add(self.link_entries, link, -1)
-        in_bundle = self.bundle[slots][row] >= 0
-        self._link_add(self.link_bundled, link[in_bundle], -1)
+        if self.compiled:  # the same sums in one compiled call
+            link = self._compiled_leave(slots, rate)
+        else:
+            row, link, weight = self.entries(slots)
+            self._link_add(self.link_rate, link, -weight * rate[row])
+            self._link_add(self.link_weight, link, -weight)
+            self._link_add(self.link_entries, link, -1)
+            in_bundle = self.bundle[slots][row] >= 0
+            self._link_add(self.link_bundled, link[in_bundle], -1)
+            emptied = link[self.link_entries[link] == 0]
+            self.link_rate[emptied] = 0.0  # no rounding residue on idle links
+            self.link_weight[emptied] = 0.0
         self._removed_links.append(link)
-        emptied = link[self.link_entries[link] == 0]
-        self.link_rate[emptied] = 0.0  # no rounding residue on idle links
-        self.link_weight[emptied] = 0.0
         a = self._slots.arrays
         clocked = slots[a["clocked"][slots]]
         for name in ("alive", "fresh", "clocked"):
@@ -160,6 +168,30 @@ class FlowSlots:
         self.n_alive -= len(slots)
         if fresh.any():  # added and removed before any refill
             self._added = [added[self.alive[added]] for added in self._added]
+
+    def _compiled_leave(self, slots: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        """`remove`'s per-link sums (sim/network/region_kernel.py `leave_links`); returns the
+        entries' links."""
+        from sim.network.region_kernel import leave_links
+
+        a, store = self._slots.arrays, self.bundles.store.arrays
+        return leave_links(
+            np.ascontiguousarray(slots, dtype=np.int64),
+            np.ascontiguousarray(rate, dtype=float),
+            a["bundle"],
+            a["start"],
+            a["length"],
+            store["start"],
+            store["length"],
+            self.bundles.entries.arrays["link"],
+            self.bundles.entries.arrays["weight"],
+            self._entries.arrays["link"],
+            self._entries.arrays["weight"],
+            self.link_rate,
+            self.link_weight,
+            self.link_entries,
+            self.link_bundled,
+        )
 
     def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray | int) -> None:
         """target[links] += values (an array, or +-1 to count entries; repeated links add up)."""

@@ -170,3 +170,75 @@ def load(  # pragma: no cover (compiled)
     for link in range(num_links):
         shared[link] += edge[link]
     return shared
+
+
+@njit(cache=True)
+def leave_links(  # pragma: no cover (compiled)
+    slots,
+    rate,
+    slot_bundle,
+    slot_start,
+    slot_length,
+    store_start,
+    store_length,
+    bundle_link,
+    bundle_weight,
+    entry_link,
+    entry_weight,
+    link_rate,
+    link_weight,
+    link_entries,
+    link_bundled,
+):
+    """Finished `slots` (at `rate`) leave their links (`FlowSlots.remove`): their entries - the
+    bundled ones' shared entries, then every slot's edge entries - come off the per-link load,
+    summed entries, entries and bundled entries, as `FlowSlots._link_add` takes them off (one by
+    one onto the sums for a few entries, summed per link first and then added for many); a link
+    left without entries gets load and summed entries 0. Returns the entries' links."""
+    n, links = len(slots), len(link_rate)
+    total = 0
+    for i in range(n):
+        b = slot_bundle[slots[i]]
+        if b >= 0:
+            total += store_length[b]
+        total += slot_length[slots[i]]
+    row = np.empty(total, np.int64)
+    link = np.empty(total, np.int64)
+    weight = np.empty(total)
+    j = 0
+    for i in range(n):
+        b = slot_bundle[slots[i]]
+        if b >= 0:
+            for e in range(store_start[b], store_start[b] + store_length[b]):
+                row[j], link[j], weight[j] = i, bundle_link[e], bundle_weight[e]
+                j += 1
+    for i in range(n):
+        s = slots[i]
+        for e in range(slot_start[s], slot_start[s] + slot_length[s]):
+            row[j], link[j], weight[j] = i, entry_link[e], entry_weight[e]
+            j += 1
+    if total * 8 < links:  # np.add.at: one by one onto the sums
+        for j in range(total):
+            link_rate[link[j]] += -weight[j] * rate[row[j]]
+        for j in range(total):
+            link_weight[link[j]] += -weight[j]
+    else:  # np.bincount, then added
+        summed = np.zeros(links)
+        for j in range(total):
+            summed[link[j]] += -weight[j] * rate[row[j]]
+        for k in range(links):
+            link_rate[k] += summed[k]
+        summed[:] = 0.0
+        for j in range(total):
+            summed[link[j]] += -weight[j]
+        for k in range(links):
+            link_weight[k] += summed[k]
+    for j in range(total):  # counts: exact either way
+        link_entries[link[j]] -= 1
+        if slot_bundle[slots[row[j]]] >= 0:
+            link_bundled[link[j]] -= 1
+    for j in range(total):
+        if link_entries[link[j]] == 0:
+            link_rate[link[j]] = 0.0
+            link_weight[link[j]] = 0.0
+    return link

@@ -755,3 +755,45 @@ def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(se
                 break
             table.remove(table.done(now))
     assert refills and max(clocked) > 0  # refills with clocks among their rows
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_a_table_that_sums_compiled_keeps_the_per_link_sums_of_one_that_does_not(seed):
+    """A table that fills compiled also takes finished flows off its links compiled (`remove`:
+    sim/network/region_kernel.py `leave_links`). Two tables in lockstep on an oversubscribed
+    leaf-spine, one summing compiled and one not, with fractional edge entries and removals of few
+    and of many flows at once (one by one onto the sums, or summed per link first), keep the same
+    per-link load, summed entries, entries and bundled entries, and the same rates, to the bit."""
+    rng = np.random.default_rng(seed)
+    capacity, shared, path = leaf_spine(4, 6, 10e9, 10e9 / 4)  # 56 links: a flow alone is "few"
+    tables = {mode: FlowTable(capacity, shared) for mode in (False, True)}
+    now = 0.0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FlowTable, "compiled", property(lambda self: self.sums_compiled))
+        for mode, table in tables.items():
+            table.sums_compiled = mode
+        for step in range(80):
+            if step % 5 == 0:
+                n = int(rng.integers(12, 40))
+                lengths, flat, weights = flows_on([path(*rng.choice(24, 2, replace=False)) for _ in range(n)])
+                edge = ~shared[flat]
+                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+                nbytes = rng.uniform(1e8, 1e9, n)
+                for table in tables.values():
+                    table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
+            for table in tables.values():
+                table.recompute(now)
+            plain, compiled = tables[False], tables[True]
+            for name in ("link_rate", "link_weight", "link_entries", "link_bundled"):
+                assert np.array_equal(getattr(plain, name), getattr(compiled, name)), name
+            assert plain.rates(plain.slots()).tolist() == compiled.rates(compiled.slots()).tolist()
+            now = plain.next_finish()
+            if now == np.inf:
+                break
+            done = plain.done(now)
+            if step % 7 == 3:  # many at once: the live flows a step would finish later too
+                live = plain.slots()
+                done = np.union1d(done, live[rng.random(len(live)) < 0.5])
+            for table in tables.values():
+                table.remove(done)
