@@ -154,6 +154,13 @@ class FlowTable(FlowSlots):
         dirty = self.link_bundled > 0
         dirty[changed] = True
         flows = region[single]
+        if self.compiled:  # the same closure in one compiled call
+            from sim.network.region_kernel import connected
+
+            hit = connected(flows, self.start, self.length, self._entries.arrays["link"], dirty)
+            keep = ~single
+            keep[single] = hit
+            return region[keep]
         lengths = self.length[flows]
         link = self._entries.arrays["link"][ranges(self.start[flows], lengths)]
         row = owners(lengths)

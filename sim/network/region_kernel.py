@@ -242,3 +242,31 @@ def leave_links(  # pragma: no cover (compiled)
             link_rate[link[j]] = 0.0
             link_weight[link[j]] = 0.0
     return link
+
+
+@njit(cache=True)
+def connected(flows, slot_start, slot_length, entry_link, dirty):  # pragma: no cover (compiled)
+    """Which of `flows` (loose, unbundled) connect to a `dirty` link through their edge entries and
+    those of other such flows (`FlowTable._affected`'s rounds: a flow on a dirty link is hit and
+    dirties its links, until no flow is newly hit). `dirty` (bool per link) is updated in place."""
+    n = len(flows)
+    hit = np.zeros(n, np.bool_)
+    grew = True
+    while grew:
+        grew = False
+        for i in range(n):
+            if hit[i]:
+                continue
+            s = slot_start[flows[i]]
+            for e in range(s, s + slot_length[flows[i]]):
+                if dirty[entry_link[e]]:
+                    hit[i] = True
+                    break
+        for i in range(n):  # the newly hit dirty their links (a round, as the numpy path's)
+            if hit[i]:
+                s = slot_start[flows[i]]
+                for e in range(s, s + slot_length[flows[i]]):
+                    if not dirty[entry_link[e]]:
+                        dirty[entry_link[e]] = True
+                        grew = True
+    return hit
