@@ -29,6 +29,8 @@ from sim.engine.codes import distinct
 from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
+RESORT_PAIRS = 1024  # pairs made since the codes were last sorted, from which they are sorted again
+
 
 class BundleClocks:
     """Clocks indexed by bundle id (see the module docstring). Heaps may hold stale entries (of
@@ -52,6 +54,8 @@ class BundleClocks:
             {"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0), "count": (np.int64, 0)}
         )
         self._pair_of: dict[int, int] = {}  # bundle x num_links + link -> pair
+        none = np.zeros(0, dtype=np.int64)
+        self._sorted: tuple[np.ndarray, np.ndarray] = (none, none)  # (codes ascending, their pairs)
         self.members = 0
 
     def __getattr__(self, name: str) -> np.ndarray:  # count, rate, v, t, head, finish, due
@@ -141,10 +145,16 @@ class BundleClocks:
         self.v[bundles], self.t[bundles], self.rate[bundles] = 0.0, now, rate
 
     def join(
-        self, slots: np.ndarray, bundles: np.ndarray, left: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray]
+        self,
+        slots: np.ndarray,
+        bundles: np.ndarray,
+        left: np.ndarray,
+        edge: tuple[np.ndarray, np.ndarray, np.ndarray],
+        compiled: bool = False,
     ) -> np.ndarray:
         """Flows (their slots, bundles, bytes left now and edge entries (owner position, link,
-        weight)) join the clocks of their bundles, which run at `now`. Returns their keys."""
+        weight)) join the clocks of their bundles, which run at `now`. Returns their keys.
+        `compiled`: pairs summed compiled (`_add_pairs`)."""
         keys = left + self.v[bundles]
         order = np.argsort(bundles, kind="stable")  # per bundle in the given order: the same heaps
         grouped = bundles[order]
@@ -157,18 +167,20 @@ class BundleClocks:
         np.add.at(self.count, bundles, 1)
         self.members += len(slots)
         owner, link, weight = edge
-        self._add_pairs(bundles[owner], link, weight, 1)
+        self._add_pairs(bundles[owner], link, weight, 1, compiled)
         touched = distinct(bundles)
         self.head[touched] = [self.heaps[b][0][0] for b in touched.tolist()]
         return keys
 
-    def leave(self, bundles: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray], valid) -> None:
+    def leave(
+        self, bundles: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray], valid, compiled: bool = False
+    ) -> None:
         """Members (by bundle, with their edge entries) leave; the table has already marked their
-        slots dead, so `valid` rejects their heap entries."""
+        slots dead, so `valid` rejects their heap entries. `compiled`: as in `join`."""
         np.subtract.at(self.count, bundles, 1)
         self.members -= len(bundles)
         owner, link, weight = edge
-        self._add_pairs(bundles[owner], link, -weight, -1)
+        self._add_pairs(bundles[owner], link, -weight, -1, compiled)
         self._refresh(distinct(bundles), valid)
 
     def stop(self, bundles: np.ndarray) -> None:
@@ -213,6 +225,37 @@ class BundleClocks:
                 self.head[b] = heap[0][0]
         self.retime(bundles)
 
+    def _pairs_of_codes(self, codes: np.ndarray, few: bool) -> np.ndarray:
+        """The pair of each of `codes` (bundle x num_links + link), made where there is none yet in
+        the order `_add_pairs` makes them (`few`: in entry order, else in code order): looked up in
+        the codes sorted (`_sorted`, of the pairs made before its last rebuild), the others (made
+        since, or new) one by one."""
+        sorted_codes, sorted_pairs = self._sorted
+        if len(sorted_codes):
+            pos = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
+            index = sorted_pairs[pos]
+            missing = np.flatnonzero(sorted_codes[pos] != codes)
+        else:
+            index, missing = np.zeros(len(codes), dtype=np.int64), np.arange(len(codes))
+        if len(missing):
+            pair_of = self._pair_of
+            if few:  # in entry order
+                for i, c in zip(missing.tolist(), codes[missing].tolist()):
+                    found = pair_of.get(c)
+                    index[i] = self._new_pair(c) if found is None else found
+            else:  # in code order
+                wanted, inverse = np.unique(codes[missing], return_inverse=True)
+                made = [pair_of.get(c) for c in wanted.tolist()]
+                made = [self._new_pair(c) if i is None else i for c, i in zip(wanted.tolist(), made)]
+                index[missing] = np.array(made, dtype=np.int64)[inverse.ravel()]
+            size = self.pairs.size
+            if size - len(sorted_codes) > max(RESORT_PAIRS, len(sorted_codes) // 4):  # many made since: sort again
+                a = self.pairs.arrays
+                every = a["bundle"][:size] * self.num_links + a["link"][:size]
+                order = np.argsort(every)
+                self._sorted = (every[order], order)
+        return index
+
     def _new_pair(self, code: int) -> int:
         p = self.pairs
         p.reserve(1)
@@ -222,9 +265,21 @@ class BundleClocks:
         self._pair_of[code] = new
         return new
 
-    def _add_pairs(self, bundles: np.ndarray, link: np.ndarray, weight: np.ndarray, sign: int) -> None:
-        """Add entries' weights (and +-1 entry each) to their (bundle, link) pairs."""
+    def _add_pairs(
+        self, bundles: np.ndarray, link: np.ndarray, weight: np.ndarray, sign: int, compiled: bool = False
+    ) -> None:
+        """Add entries' weights (and +-1 entry each) to their (bundle, link) pairs. `compiled`: the
+        pairs looked up by their sorted codes and the sums made compiled (the same pairs, made in
+        the same order, and the same sums: sim/network/region_kernel.py `apply_pairs`)."""
         if not len(link):
+            return
+        if compiled:
+            from sim.network.region_kernel import apply_pairs
+
+            few = len(link) <= 32
+            index = self._pairs_of_codes(bundles * self.num_links + link, few)
+            arrays = self.pairs.arrays
+            apply_pairs(index, np.ascontiguousarray(weight, dtype=float), sign, few, arrays["weight"], arrays["count"])
             return
         if len(link) <= 32:  # a few entries: one by one
             p = self.pairs

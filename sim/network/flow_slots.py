@@ -162,7 +162,7 @@ class FlowSlots:
         for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
             a[name][slots] = value
         if len(clocked):
-            self.clocks.leave(self.bundle[clocked], self._edge(clocked), self._is_member)
+            self.clocks.leave(self.bundle[clocked], self._edge(clocked), self._is_member, self.compiled)
         if len(clocked) < len(slots):
             self._loose = self._loose[self.alive[self._loose]]
         self.n_alive -= len(slots)

@@ -409,7 +409,7 @@ class FlowTable(FlowSlots):
         if len(starting):
             self.clocks.start(starting, rate[joining[new][first]], now)
         slots = flows[joining]
-        keys = self.clocks.join(slots, b, left[joining], self._edge(slots))
+        keys = self.clocks.join(slots, b, left[joining], self._edge(slots), self.compiled)
         a = self._slots.arrays
         a["clocked"][slots] = True
         a["key"][slots] = keys

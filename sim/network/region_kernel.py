@@ -270,3 +270,35 @@ def connected(flows, slot_start, slot_length, entry_link, dirty):  # pragma: no 
                         dirty[entry_link[e]] = True
                         grew = True
     return hit
+
+
+@njit(cache=True)
+def apply_pairs(index, weight, sign, few, pair_weight, pair_count):  # pragma: no cover (compiled)
+    """Entries' weights (and `sign` entries each) onto their (bundle, link) pairs `index`
+    (`BundleClocks._add_pairs`): with `few` one by one (a pair left without entries gets weight 0
+    at once), else summed per pair in entry order first and then added (pairs left without entries
+    get weight 0 after)."""
+    m = len(index)
+    if few:
+        for j in range(m):
+            i = index[j]
+            pair_weight[i] += weight[j]
+            pair_count[i] += sign
+            if pair_count[i] == 0:
+                pair_weight[i] = 0.0
+        return
+    order = np.argsort(index, kind="mergesort")  # stable: each pair's entries in entry order
+    j = 0
+    while j < m:
+        i = index[order[j]]
+        summed = 0.0
+        counted = 0
+        while j < m and index[order[j]] == i:
+            summed += weight[order[j]]
+            counted += 1
+            j += 1
+        pair_weight[i] += summed
+        pair_count[i] += sign * counted
+    for j in range(m):
+        if pair_count[index[j]] == 0:
+            pair_weight[index[j]] = 0.0

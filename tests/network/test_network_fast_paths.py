@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim.network.analytical as network
+import sim.network.flow_clocks as flow_clocks
 import sim.network.flow_table as flow_table
 import sim.network.max_min as max_min
 from sim.network.flow_clocks import BundleClocks
@@ -829,3 +830,50 @@ def test_flows_connected_to_no_change_keep_their_rates_compiled_as_in_numpy(monk
         monkeypatch.setattr(FlowTable, "compiled", property(lambda self, c=compiled: c))
         picked[compiled] = table._affected(region, changed)
     assert picked[False].tolist() == picked[True].tolist() == [1, 2, 3]  # all but the quiet flow
+
+
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_clock_pairs_summed_compiled_are_the_ones_summed_in_numpy(seed):
+    """Members joining and leaving clocks add their edge entries to (bundle, link) pairs
+    (`BundleClocks._add_pairs`): one by one for a few entries, summed per pair first for many. Summed
+    compiled (pairs looked up by their sorted codes) the pairs are made in the same order and hold
+    the same weights and counts, to the bit, joins and leaves of few and of many members alike."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flow_clocks, "RESORT_PAIRS", 4)  # the sorted codes rebuilt as pairs are made
+        _join_and_leave(seed)
+
+
+def _join_and_leave(seed):
+    rng = np.random.default_rng(seed)
+    plain, compiled = BundleClocks(num_links=40), BundleClocks(num_links=40)
+    members: list[tuple[int, np.ndarray, np.ndarray]] = []  # (bundle, links, weights) of each
+    slot, resorted = 0, []
+    for step in range(60):
+        if step % 3 == 0 or not members:  # some join: a few, or many
+            n = int(rng.choice([1, 3, 40]))
+            bundles = rng.integers(0, 12, n)
+            lengths = rng.integers(1, 4, n)
+            owner = np.repeat(np.arange(n), lengths)
+            link = rng.integers(0, 40, int(lengths.sum()))
+            weight = rng.choice([1.0, 0.5, 1 / 3, 0.1], len(link))
+            for clocks, c in ((plain, False), (compiled, True)):
+                clocks.ensure(12)
+                clocks.join(np.arange(slot, slot + n), bundles, rng.uniform(1e6, 2e6, n), (owner, link, weight), c)
+            members += [(int(b), link[owner == i], weight[owner == i]) for i, b in enumerate(bundles)]
+            slot += n
+        else:  # some leave
+            k = int(rng.integers(1, len(members) + 1))
+            gone, members = members[:k], members[k:]
+            bundles = np.array([b for b, _, _ in gone])
+            owner = np.repeat(np.arange(k), [len(l) for _, l, _ in gone])
+            link = np.concatenate([l for _, l, _ in gone])
+            weight = np.concatenate([w for _, _, w in gone])
+            for clocks, c in ((plain, False), (compiled, True)):
+                clocks.leave(bundles, (owner, link, weight), lambda key, s: True, c)
+        assert plain.pairs.size == compiled.pairs.size
+        resorted.append(len(compiled._sorted[0]))
+        for name in ("bundle", "link", "weight", "count"):
+            n = plain.pairs.size
+            assert np.array_equal(plain.pairs.arrays[name][:n], compiled.pairs.arrays[name][:n]), name
+    assert max(resorted) > 0  # looked up in the sorted codes too
