@@ -181,7 +181,7 @@ class BundleClocks:
         self.members -= len(bundles)
         owner, link, weight = edge
         self._add_pairs(bundles[owner], link, -weight, -1, compiled)
-        self._refresh(distinct(bundles), valid)
+        self._refresh(distinct(bundles), valid, compiled)
 
     def stop(self, bundles: np.ndarray) -> None:
         """Drop these clocks (their members became per-flow rows)."""
@@ -195,8 +195,15 @@ class BundleClocks:
         p.arrays["count"][: p.size][mine] = 0
         self._refresh(bundles, None)
 
-    def retime(self, bundles: np.ndarray) -> None:
-        """Finish and due time of these clocks' heads (as the flow table computes them per flow)."""
+    def retime(self, bundles: np.ndarray, compiled: bool = False) -> None:
+        """Finish and due time of these clocks' heads (as the flow table computes them per flow).
+        `compiled`: in one compiled call (sim/network/region_kernel.py; the same times)."""
+        if compiled:
+            from sim.network.region_kernel import retime
+
+            a = self.state.arrays
+            retime(bundles, a["head"], a["v"], a["rate"], a["t"], a["count"], a["finish"], a["due"], DONE_BYTES)
+            return
         left = self.head[bundles] - self.v[bundles]
         self.finish[bundles], self.due[bundles] = finish_and_due(left, self.rate[bundles], self.t[bundles])
         empty = self.count[bundles] == 0
@@ -212,7 +219,7 @@ class BundleClocks:
         ends = [*firsts[1:], len(entries)]
         self.heaps = {b: entries[i:j] for b, i, j in zip(grouped[firsts].tolist(), firsts, ends)}
 
-    def _refresh(self, bundles: np.ndarray, valid) -> None:
+    def _refresh(self, bundles: np.ndarray, valid, compiled: bool = False) -> None:
         """Heads of these clocks after members left (stale tops popped); empty clocks reset."""
         for b in bundles.tolist():
             heap = self.heaps.get(b)
@@ -223,7 +230,7 @@ class BundleClocks:
                 self.head[b], self.rate[b], self.v[b] = np.inf, 0.0, 0.0
             else:
                 self.head[b] = heap[0][0]
-        self.retime(bundles)
+        self.retime(bundles, compiled)
 
     def _pairs_of_codes(self, codes: np.ndarray, few: bool) -> np.ndarray:
         """The pair of each of `codes` (bundle x num_links + link), made where there is none yet in

@@ -121,7 +121,7 @@ class FlowTable(FlowSlots):
         if bundled:
             self._join(flows, left, rate_f, clocks, now)
         if c:
-            self.clocks.retime(clocks)
+            self.clocks.retime(clocks, self.compiled)
         self.refills += 1
         self.refilled_rows += len(flows) + c
         self._compact()
@@ -416,7 +416,7 @@ class FlowTable(FlowSlots):
         a["finish"][slots] = np.inf
         a["due"][slots] = np.inf
         self._loose = self._loose[~a["clocked"][self._loose]]
-        self.clocks.retime(distinct(b))
+        self.clocks.retime(distinct(b), self.compiled)
 
     def _unclock(self, clocks: np.ndarray, now: float) -> np.ndarray:
         """Turn these clocks' members back into per-flow rows (bytes left and rate as of `now`);

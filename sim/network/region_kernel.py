@@ -302,3 +302,17 @@ def apply_pairs(index, weight, sign, few, pair_weight, pair_count):  # pragma: n
     for j in range(m):
         if pair_count[index[j]] == 0:
             pair_weight[index[j]] = 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def retime(bundles, head, v, rate, t, count, finish, due, done_bytes):  # pragma: no cover (compiled)
+    """Finish and due time of these clocks' heads (`BundleClocks.retime`, `finish_and_due`'s
+    arithmetic: a division by a zero rate gives inf, as numpy's does); empty clocks get inf."""
+    for b in bundles:
+        if count[b] == 0:
+            finish[b] = np.inf
+            due[b] = np.inf
+            continue
+        left = head[b] - v[b]
+        finish[b] = t[b] + left / rate[b] if left > 0 else t[b]
+        due[b] = t[b] + (left - done_bytes) / rate[b] if left > done_bytes else t[b]
