@@ -424,10 +424,33 @@ def _timings(t0: np.ndarray, t1: np.ndarray, interval: np.ndarray) -> tuple[np.n
             starts, ends, run_timing, k = _timings(t0[heads], t1[heads], np.arange(len(heads)))
             run_of = np.cumsum(head) - 1  # each interval's run
             return starts, ends, run_timing[run_of[interval]], k
-    u0, i0 = np.unique(t0, return_inverse=True)
-    u1, i1 = np.unique(t1, return_inverse=True)
-    pairs, pair_of = np.unique(i0.ravel() * len(u1) + i1.ravel(), return_inverse=True)
+    u0, i0 = _distinct_sorted(t0)
+    u1, i1 = _distinct_sorted(t1)
+    code = i0 * len(u1) + i1
+    if len(u0) * len(u1) <= 4 * n + 4096:  # few possible pairs: marked in a dense array, not sorted
+        present = np.zeros(len(u0) * len(u1), dtype=bool)
+        present[code] = True
+        pairs = np.flatnonzero(present)
+        pair_of = (np.cumsum(present) - 1)[code]
+    else:
+        pairs, pair_of = np.unique(code, return_inverse=True)
     return u0[pairs // len(u1)], u1[pairs % len(u1)], pair_of.ravel()[interval], len(pairs)
+
+
+def _distinct_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)`; where values come in long runs (a rate update's
+    intervals all end at once) only each run's first value is sorted and its code spread to the run."""
+    n = len(values)
+    if n > _RUNS_MIN:
+        head = np.empty(n, dtype=bool)
+        head[0] = True
+        np.not_equal(values[1:], values[:-1], out=head[1:])
+        heads = np.flatnonzero(head)
+        if 2 * len(heads) < n:
+            distinct, inverse = np.unique(values[heads], return_inverse=True)
+            return distinct, inverse.ravel()[np.cumsum(head) - 1]
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct, inverse.ravel()
 
 
 def _spread_rows(

@@ -43,6 +43,22 @@ def test_timings_coded_by_runs_are_those_coded_one_by_one(seed, runs, longest):
     assert (starts[timing] == t0[interval]).all() and (ends[timing] == t1[interval]).all()
 
 
+@pytest.mark.parametrize("seed, reports, links, starts", [(0, 27, 2500, 40), (1, 200, 100, 10_000), (2, 400, 3, 5)])
+def test_rate_reports_ending_together_are_coded_as_one_by_one(seed, reports, links, starts):
+    """A flow network reports, at each rate update, one interval per link whose rate changed: all
+    end now, each starts when its link's rate was last reported (one of `starts` earlier instants).
+    Ends come in long runs, starts do not: the ends' runs are coded run by run and the (start, end)
+    pairs marked in a dense array where few are possible, else sorted; the same coding either way."""
+    rng = np.random.default_rng(seed)
+    ends = np.sort(rng.uniform(5, 10, reports))
+    earlier = rng.uniform(0, 5, starts)
+    t1 = np.repeat(ends, links)
+    t0 = earlier[rng.integers(0, starts, len(t1))]
+    interval = rng.integers(0, len(t0), 2 * len(t0))
+    got, expected = _timings(t0, t1, interval), coded_one_by_one(t0, t1, interval)
+    assert [np.asarray(x).tolist() for x in got] == [np.asarray(x).tolist() for x in expected]
+
+
 def test_short_inputs_are_coded_one_by_one(monkeypatch):
     t0, t1, interval = intervals_in_runs(5, 10, 3)
     monkeypatch.setattr(link_traffic, "_RUNS_MIN", 10**9)
