@@ -56,6 +56,11 @@ class BundleClocks:
         self._pair_of: dict[int, int] = {}  # bundle x num_links + link -> pair
         none = np.zeros(0, dtype=np.int64)
         self._sorted: tuple[np.ndarray, np.ndarray] = (none, none)  # (codes ascending, their pairs)
+        self._by_bundle: tuple[np.ndarray, np.ndarray, int] = (
+            np.zeros(1, dtype=np.int64),
+            none,
+            0,
+        )  # `pairs_by_bundle`
         self.members = 0
 
     def __getattr__(self, name: str) -> np.ndarray:  # count, rate, v, t, head, finish, due
@@ -123,6 +128,19 @@ class BundleClocks:
         slots = np.array([s for _, s in entries], dtype=np.int64)
         live = valid_all(keys, slots)
         return slots[live], keys[live]
+
+    def pairs_by_bundle(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """(start of each bundle's run, pair ids by bundle (ascending within a bundle), pairs grouped):
+        the pairs made before the last grouping, grouped by bundle; those made since (up to
+        `RESORT_PAIRS` or a quarter more) are not in it. Grouped again when more were made."""
+        start, ids, grouped = self._by_bundle
+        size = self.pairs.size
+        if size - grouped > max(RESORT_PAIRS, grouped // 4) or (grouped == 0 and size):
+            bundle = self.pairs.arrays["bundle"][:size]
+            ids = np.argsort(bundle, kind="stable")
+            start = np.concatenate([[0], np.cumsum(np.bincount(bundle, minlength=self.state.size))])
+            self._by_bundle = (start, ids, size)
+        return self._by_bundle
 
     def region_pairs(self, clocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(bundle, link, weight) of the non-empty pairs of `clocks` (bundle ids), in pair order (the

@@ -253,6 +253,7 @@ class FlowTable(FlowSlots):
             p["weight"],
             p["count"],
             self.clocks.pairs.size,
+            *self.clocks.pairs_by_bundle(),
             store.arrays["start"][: store.size],
             store.arrays["length"][: store.size],
             entries["link"],

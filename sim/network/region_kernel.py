@@ -43,6 +43,9 @@ def prepare(  # pragma: no cover (compiled)
     pair_weight,
     pair_count,
     n_pairs,
+    by_bundle_start,
+    by_bundle,
+    grouped,
     store_start,
     store_length,
     bundle_link,
@@ -106,10 +109,30 @@ def prepare(  # pragma: no cover (compiled)
     row_of = np.full(len(clock_count), -1, np.int64)
     for i in range(c):
         row_of[clocks[i]] = i
-    n_pair_entries = 0
+    # the clocks' non-empty pairs, in pair order: marked through the pairs grouped by bundle (and
+    # the pairs made since they were grouped), then read off the marks
+    selected = np.empty(0, np.int64)
     if c:
-        for p in range(n_pairs):
-            n_pair_entries += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+        mark = np.zeros(n_pairs, np.bool_)
+        marked = 0
+        for i in range(c):
+            b = clocks[i]
+            if b + 1 < len(by_bundle_start):
+                for q in range(by_bundle_start[b], by_bundle_start[b + 1]):
+                    live = pair_count[by_bundle[q]] > 0
+                    mark[by_bundle[q]] = live
+                    marked += live
+        for p in range(grouped, n_pairs):
+            live = (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+            mark[p] = live
+            marked += live
+        selected = np.empty(marked + 1, np.int64)  # one spare: written without branches
+        k = 0
+        for p in range(n_pairs):  # no mispredictions
+            selected[k] = p
+            k += mark[p]
+        selected = selected[:k]
+    n_pair_entries = len(selected)
     own = 0
     split = n_pair_entries
     for i in range(n):
@@ -117,17 +140,15 @@ def prepare(  # pragma: no cover (compiled)
         if i < n_bundled:
             split += slot_length[ordered[i]]
     size = n_pair_entries + own
-    e_row = np.empty(size + 1, np.int64)  # one spare: the pairs are written without branches
-    e_link = np.empty(size + 1, np.int64)
-    e_weight = np.empty(size + 1)
+    e_row = np.empty(size, np.int64)
+    e_link = np.empty(size, np.int64)
+    e_weight = np.empty(size)
     j = 0
-    if c:
-        for p in range(n_pairs):  # each pair written, kept (j moves on) if selected: no mispredictions
-            r = row_of[pair_bundle[p]]
-            e_row[j] = r
-            e_link[j] = pair_link[p]
-            e_weight[j] = pair_weight[p]
-            j += (pair_count[p] > 0) & (r >= 0)
+    for q in range(len(selected)):
+        e_row[j] = row_of[pair_bundle[selected[q]]]
+        e_link[j] = pair_link[selected[q]]
+        e_weight[j] = pair_weight[selected[q]]
+        j += 1
     for i in range(n):
         s = slot_start[ordered[i]]
         for e in range(s, s + slot_length[ordered[i]]):
@@ -146,7 +167,6 @@ def prepare(  # pragma: no cover (compiled)
         old[i] = clock_rate[clocks[i]]
     for i in range(n):
         old[c + i] = 0.0 if slot_fresh[ordered[i]] else slot_rate[ordered[i]]
-    e_row, e_link, e_weight = e_row[:size], e_link[:size], e_weight[:size]
     return ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, members
 
 

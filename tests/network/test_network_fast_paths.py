@@ -898,3 +898,23 @@ def test_a_run_whose_flow_table_sums_compiled_has_the_metrics_of_one_that_does_n
         metrics[budget], links[budget] = result.metrics, result.links
     assert metrics[0] == metrics[10**12]
     assert links[0].equals(links[10**12])  # per link: bytes, busy time, utilisation
+
+
+def test_pairs_grouped_by_bundle_list_each_bundles_pairs_made_before_the_grouping(monkeypatch):
+    """A compiled refill finds its clocks' pairs through the pairs grouped by bundle
+    (`BundleClocks.pairs_by_bundle`): each bundle's run holds its pairs made before the last
+    grouping, in the order they were made; pairs made since stay out until enough were made."""
+    monkeypatch.setattr(flow_clocks, "RESORT_PAIRS", 8)
+    rng = np.random.default_rng(5)
+    clocks = BundleClocks(num_links=50)
+    clocks.ensure(6)
+    for step in range(12):
+        n = int(rng.integers(1, 6))
+        bundles = rng.integers(0, 6, n)
+        link = rng.integers(0, 50, n)
+        clocks.join(np.arange(n) + 10 * step, bundles, np.full(n, 1e6), (np.arange(n), link, np.ones(n)))
+        start, ids, grouped = clocks.pairs_by_bundle()
+        made = clocks.pairs.arrays["bundle"][:grouped].tolist()
+        assert 0 < grouped <= clocks.pairs.size <= grouped + max(8, grouped // 4)
+        for b in range(6):
+            assert ids[start[b] : start[b + 1]].tolist() == [p for p, owner in enumerate(made) if owner == b]
