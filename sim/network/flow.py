@@ -304,12 +304,6 @@ class FlowNetwork(Network):
             return
         # sparse: a few thousand of a 16K-GPU Clos's 100K links carry flows at a time (the same sums:
         # the other links would add 0); traffic observers hear of it when rates change (`_report_rates`)
-        if self._table.compiled:  # the same sums in one compiled pass
-            from sim.network.region_kernel import advance
-
-            table = self._table
-            advance(table.link_rate, table.link_entries, dt, self._link_bytes, self._link_busy_s)
-            return
         rate = self._table.link_rate
         moving = np.flatnonzero(rate != 0)
         delta = rate[moving] * dt

@@ -336,14 +336,3 @@ def retime(bundles, head, v, rate, t, count, finish, due, done_bytes):  # pragma
         left = head[b] - v[b]
         finish[b] = t[b] + left / rate[b] if left > 0 else t[b]
         due[b] = t[b] + (left - done_bytes) / rate[b] if left > done_bytes else t[b]
-
-
-@njit(cache=True)
-def advance(link_rate, link_entries, dt, link_bytes, link_busy):  # pragma: no cover (compiled)
-    """`FlowNetwork._advance` over `dt` seconds at constant rates: each moving link's bytes grow by
-    rate x dt, each used link's busy time by dt."""
-    for link in range(len(link_rate)):
-        if link_rate[link] != 0:
-            link_bytes[link] += link_rate[link] * dt
-        if link_entries[link] > 0:
-            link_busy[link] += dt

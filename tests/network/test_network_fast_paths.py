@@ -885,10 +885,9 @@ def _join_and_leave(seed):
 
 def test_a_run_whose_flow_table_sums_compiled_has_the_metrics_of_one_that_does_not(monkeypatch):
     """A flow table switches to its compiled fillings, rows, loads, closures, pair sums and clock
-    times once it has filled PYTHON_FILLING_ENTRIES in plain Python, and the network then advances
-    its link totals compiled too. An oversubscribed fat-tree all-to-all (bundles and clocks) run
-    compiled from its first refill and run never compiled has every metric and every link's bytes
-    and busy time the same, to the bit."""
+    times once it has filled PYTHON_FILLING_ENTRIES in plain Python. An oversubscribed fat-tree
+    all-to-all (bundles and clocks) run compiled from its first refill and run never compiled has
+    every metric and every link's bytes and busy time the same, to the bit."""
     from sim import load_scenario, run
 
     metrics, links = {}, {}
