@@ -415,10 +415,7 @@ def _timings(t0: np.ndarray, t1: np.ndarray, interval: np.ndarray) -> tuple[np.n
     The distinct timings are the same either way: each is some run's first."""
     n = len(t0)
     if n > _RUNS_MIN:
-        head = np.empty(n, dtype=bool)
-        head[0] = True
-        np.not_equal(t0[1:], t0[:-1], out=head[1:])
-        head[1:] |= t1[1:] != t1[:-1]
+        head = _run_heads(t0, t1)
         heads = np.flatnonzero(head)
         if 2 * len(heads) < n:
             starts, ends, run_timing, k = _timings(t0[heads], t1[heads], np.arange(len(heads)))
@@ -437,14 +434,23 @@ def _timings(t0: np.ndarray, t1: np.ndarray, interval: np.ndarray) -> tuple[np.n
     return u0[pairs // len(u1)], u1[pairs % len(u1)], pair_of.ravel()[interval], len(pairs)
 
 
+def _run_heads(*columns: np.ndarray) -> np.ndarray:
+    """Per position: whether a run of equal values (in every column) starts there."""
+    first = columns[0]
+    head = np.empty(len(first), dtype=bool)
+    head[0] = True
+    np.not_equal(first[1:], first[:-1], out=head[1:])
+    for column in columns[1:]:
+        head[1:] |= column[1:] != column[:-1]
+    return head
+
+
 def _distinct_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(values, return_inverse=True)`; where values come in long runs (a rate update's
     intervals all end at once) only each run's first value is sorted and its code spread to the run."""
     n = len(values)
     if n > _RUNS_MIN:
-        head = np.empty(n, dtype=bool)
-        head[0] = True
-        np.not_equal(values[1:], values[:-1], out=head[1:])
+        head = _run_heads(values)
         heads = np.flatnonzero(head)
         if 2 * len(heads) < n:
             distinct, inverse = np.unique(values[heads], return_inverse=True)

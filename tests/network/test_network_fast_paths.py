@@ -368,23 +368,31 @@ def test_load_after_a_bundled_refill_reuses_the_bundled_part_to_the_last_bit(see
     rng = np.random.default_rng(seed)
     capacity, shared, path = leaf_spine(3, 3, 10e9, 10e9 / 4)
     table = FlowTable(capacity, shared)
-    now = 0.0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FlowTable, "_edge_load", both_ways)
-        for step in range(40):
-            if step % 5 == 0:  # cross-leaf flows (bundled) and same-leaf ones (not) share the NIC links
-                n = int(rng.integers(12, 24))
-                lengths, flat, weights = flows_on([path(*rng.choice(9, 2, replace=False)) for _ in range(n)])
-                edge = ~shared[flat]  # fractions there: the per-link sums depend on their order
-                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
-                nbytes = rng.uniform(1e8, 1e9, n)
-                table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
-            table.recompute(now)
-            now = table.next_finish()
-            if now == np.inf:
-                break
-            table.remove(table.done(now))
+        refill_until_done(table, rng, shared, path, hosts=9, steps=40)
     assert checked
+
+
+def refill_until_done(table, rng, shared, path, hosts, steps):
+    """Every fifth step a batch of flows between random hosts of a leaf-spine starts: cross-leaf
+    flows (bundled) and same-leaf ones (not) share the NIC links, with fractional edge entries (the
+    per-link sums depend on their order). Each step refills, moves to the next finish and removes
+    the flows done then."""
+    now = 0.0
+    for step in range(steps):
+        if step % 5 == 0:
+            n = int(rng.integers(12, 24))
+            lengths, flat, weights = flows_on([path(*rng.choice(hosts, 2, replace=False)) for _ in range(n)])
+            edge = ~shared[flat]
+            weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+            nbytes = rng.uniform(1e8, 1e9, n)
+            table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
+        table.recompute(now)
+        now = table.next_finish()
+        if now == np.inf:
+            break
+        table.remove(table.done(now))
 
 
 def test_bundled_filling_reports_the_bundled_load_on_edge_links():
@@ -749,25 +757,12 @@ def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(se
     rng = np.random.default_rng(seed)
     capacity, shared, path = leaf_spine(4, 6, 10e9, 10e9 / 4)
     table = FlowTable(capacity, shared)
-    now = 0.0
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FlowTable, "compiled", property(lambda self: mode["compiled"]))
         patch.setattr(FlowTable, "_prepare", both(prepare, same_prepare))
         patch.setattr(FlowTable, "_load", both(load, same_load))
         patch.setattr(FlowTable, "_affected", both_affected)
-        for step in range(80):
-            if step % 5 == 0:  # cross-leaf flows (bundled) and same-leaf ones (not) share the NIC links
-                n = int(rng.integers(12, 24))
-                lengths, flat, weights = flows_on([path(*rng.choice(24, 2, replace=False)) for _ in range(n)])
-                edge = ~shared[flat]
-                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
-                nbytes = rng.uniform(1e8, 1e9, n)
-                table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
-            table.recompute(now)
-            now = table.next_finish()
-            if now == np.inf:
-                break
-            table.remove(table.done(now))
+        refill_until_done(table, rng, shared, path, hosts=24, steps=80)
     assert refills and max(clocked) > 0  # refills with clocks among their rows
 
 
