@@ -72,13 +72,15 @@ class FlowNetwork(Network):
         self.replayed_schedules = 0  # schedules replayed as one (`run_steps`), materialised or not
         self.replay = True  # replay repeated steps (exact; off for checks)
         self.schedule_replay = True  # replay a recorded schedule as one (`run_steps`; exact; off for checks)
+        self.keep_schedule_runs = True  # a replayed schedule keeps its steps' runs as one (`_arm`; exact; off: checks)
         self._rows: dict[tuple, Routed] = {}  # (srcs, dsts) -> one row per flow, one byte each
         self._real_rows: dict[StepKey, Routed] = {}  # step key -> its rows that carry bytes
         self._trajectories: dict[StepKey, Trajectory] = {}  # step key -> recorded trajectory
         self._recordings: dict[int, Trajectory] = {}  # group id -> the trajectory it is recording
         self._replays: dict[int, tuple[TransferGroup, Trajectory, object]] = {}  # gid -> (group, trajectory, token)
-        # key -> [trajectory, runs, deferral number]: its replays not yet accounted, [t0, t1, count] per
-        # back-to-back run
+        # key -> [trajectory, runs, deferral number, kept, index]: its replays not yet accounted, [t0, t1,
+        # count] per back-to-back run, then those a schedule plan kept for it as its `index`-th step
+        # (`kept`: a `_KeptRuns`, or None; see `_complete_skeleton_steps`)
         self._deferred: dict[StepKey, list] = {}
         self._deferrals = _DeferralIndex(self._num_links)  # which deferred keys used which links
         # links a replayed or recorded step has to itself: its group id (-1: none); links pending
@@ -461,11 +463,13 @@ class FlowNetwork(Network):
         """A replay of `trajectory` ran over [start_s, end_s]: account it later, with its key's other runs."""
         key = trajectory.key
         d = self._deferred.get(key)
+        if d is not None and d[3] is not None:
+            self._own_runs(d)
         if d is not None and d[0] is not trajectory:
             self._settle_key(key)
             d = None
         if d is None:
-            d = self._deferred[key] = [trajectory, [], self._deferrals.add(key, trajectory.links)]
+            d = self._deferred[key] = [trajectory, [], self._deferrals.add(key, trajectory.links), None, 0]
         runs = d[1]
         if runs and runs[-1][1] == start_s:  # back-to-back replays: one interval
             runs[-1][1] = end_s
@@ -516,6 +520,7 @@ class FlowNetwork(Network):
         trajectories = [self._trajectories[key] for key in keys]
         links = distinct(np.concatenate([t.links for t in trajectories]))
         plan = _SchedulePlan(positions, keys, trajectories, links, [t.duration_s for t in trajectories])
+        plan.distinct_keys = len(set(map(id, keys))) == len(keys)
         if len(self._plans) >= _ROWS_MAX_KEYS:
             self._plans.clear()  # bounded memory
         self._plans[id(steps)] = (steps, plan)
@@ -559,29 +564,51 @@ class FlowNetwork(Network):
         if plan.codes is None:  # interned once per schedule
             plan.codes = [self._skeleton_codes_of(k, self._keyed[k][0], self._keyed[k][1], None) for k in plan.keys]
         batched, until, flows = self._step_observers()
-        ends = []  # (srcs, dsts, start, last flow's end, key) per step
         deferred, starts, steps_of = self._deferred, run.starts, plan.steps_of(self._keyed)
         sent, delivered = self.bytes_sent, self.bytes_delivered
         runs_max = _DEFERRED_RUNS_MAX - 1
         each = bool(until or flows)  # observers told step by step
         lo = run.completed
-        for i in range(lo, upto):  # counters in locals, written back after (the same sums)
+        # an armed plan keeps the steps' runs as one (starts, lo, upto) when `_defer` of each step would
+        # append a run to its key's and settle nothing: no key near `_DEFERRED_RUNS_MAX` runs, and no
+        # key's last run ending where its step starts (which `_defer` would extend): the steps start
+        # no earlier than any run of the plan's keys ends (`kept_end`), later where a key's does
+        keeping = plan.kept
+        kept = False
+        if keeping is not None and plan.kept_runs + len(keeping.calls) < runs_max and lo < upto:
+            end, tail = plan.kept_end, max(lo, plan.kept_tail)
+            kept = starts[lo] >= end and (tail >= upto or starts[tail] > end) and starts[upto] > starts[lo]
+        if kept:
+            assert keeping is not None
+            keeping.calls.append((starts, lo, upto))
+            end = plan.kept_end = starts[upto]
+            tail = upto - 1  # the first step whose run ends there (the steps after it last no time)
+            while tail > lo and starts[tail] == end:
+                tail -= 1
+            plan.kept_tail = tail
+        else:
+            plan.kept = None  # disarmed: its keys' runs kept so far stay theirs
+        if kept and not each:  # counters in locals, written back after (the same sums)
+            for total in plan.totals[lo:upto]:
+                sent += total
+                delivered += total  # float(nbytes.sum()), as `_complete` adds it
+        for i in range(lo, upto) if not kept or each else ():
             key, trajectory, srcs, dsts, total, _, _, last_offset, _, _, offsets = steps_of[i]
             start = starts[i]
-            after = starts[i + 1]
             sent += total
-            d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
-            if d is not None and d[0] is trajectory:
-                runs = d[1]
-                if runs[-1][1] != start and len(runs) < runs_max:
-                    runs.append([start, after, 1])
+            if not kept:
+                after = starts[i + 1]
+                d = deferred.get(key)  # `_defer`, inline for its common case: a run after others
+                if d is not None and d[0] is trajectory and d[3] is None:
+                    runs = d[1]
+                    if runs[-1][1] != start and len(runs) < runs_max:
+                        runs.append([start, after, 1])
+                    else:
+                        self._defer(trajectory, start, after)
                 else:
                     self._defer(trajectory, start, after)
-            else:
-                self._defer(trajectory, start, after)
-            delivered += total  # float(nbytes.sum()), as `_complete` adds it
+            delivered += total
             end = start + last_offset  # `Trajectory.last_flow`, inline for its common case
-            ends.append((srcs, dsts, start, end, key))
             if each:
                 for on_flows_until in until:
                     on_flows_until(srcs, dsts, start, end, key)
@@ -589,8 +616,13 @@ class FlowNetwork(Network):
                     finish = start + offsets
                     for on_flows in flows:
                         on_flows(srcs, dsts, start, finish, key)
-        for on_steps_until in batched:
-            on_steps_until(ends)
+        if batched:  # (srcs, dsts, start, last flow's end, key) per step
+            ends = [
+                (srcs, dsts, start, start + last_offset, key)
+                for (srcs, dsts, last_offset, key), start in zip(plan.ends_of[lo:upto], starts[lo:upto])
+            ]
+            for on_steps_until in batched:
+                on_steps_until(ends)
         if upto > lo:
             skeletons = _StepSkeletons(steps_of, starts, lo, upto, recorder.next_id, run.cause, env.cause)
             skeleton_flows = plan.flows_before[upto] - plan.flows_before[lo]
@@ -602,6 +634,38 @@ class FlowNetwork(Network):
             self.replayed_steps += upto - lo
             recorder.skeleton_steps(skeletons, skeleton_flows)
         run.completed = max(run.completed, upto)
+        if not kept and upto > lo:
+            self._arm(plan)
+
+    def _arm(self, plan: _SchedulePlan) -> None:
+        """Let the plan keep its steps' runs (`_complete_skeleton_steps`) if every step's key is deferred
+        with the plan's trajectory and no key has two steps."""
+        if not plan.distinct_keys or not self.keep_schedule_runs:
+            return
+        entries, deferred = [], self._deferred
+        for key, trajectory in zip(plan.keys, plan.trajectories):
+            d = deferred.get(key)
+            if d is None or d[0] is not trajectory:
+                return
+            if d[3] is not None:
+                self._own_runs(d)
+            entries.append(d)
+        keeping = plan.kept = _KeptRuns(plan)
+        for i, d in enumerate(entries):
+            d[3], d[4] = keeping, i
+        ends = [d[1][-1][1] for d in entries]
+        plan.kept_runs, plan.kept_end = max(len(d[1]) for d in entries), max(ends)
+        plan.kept_tail = ends.index(plan.kept_end)
+
+    @staticmethod
+    def _own_runs(d: list) -> None:
+        """A deferred key's runs kept by a plan join its own (after them, in the order `_defer` of each
+        step would have appended them); the plan keeps no more (its key's runs go on here)."""
+        keeping, i = d[3], d[4]
+        d[3] = None
+        if keeping.plan.kept is keeping:
+            keeping.plan.kept = None
+        d[1].extend([[starts[i], starts[i + 1], 1] for starts, lo, hi in keeping.calls if lo <= i < hi])
 
     def _step_observers(self) -> tuple[list, list, list]:
         """The traffic observers' calls for completed steps (`_complete_skeleton_steps`): those taking
@@ -670,9 +734,17 @@ class FlowNetwork(Network):
         d = self._deferred.pop(key, None)
         if d is None:
             return
-        trajectory, runs, number = d
+        trajectory, runs, number, keeping, i = d
         self._deferrals.remove(number)
-        t0, t1, times = (np.array(column, dtype=float) for column in zip(*runs))
+        columns = [run[0] for run in runs], [run[1] for run in runs], [run[2] for run in runs]
+        if keeping is not None:  # then the runs a plan kept for it (`_own_runs`, without making them)
+            if keeping.plan.kept is keeping:
+                keeping.plan.kept = None
+            starts_of = [starts for starts, lo, hi in keeping.calls if lo <= i < hi]
+            columns[0].extend([starts[i] for starts in starts_of])
+            columns[1].extend([starts[i + 1] for starts in starts_of])
+            columns[2].extend([1] * len(starts_of))
+        t0, t1, times = (np.array(column, dtype=float) for column in columns)
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()
         self._link_bytes[links] += per_run * total
@@ -862,9 +934,21 @@ class _SchedulePlan:
     links: np.ndarray
     durations: list[float]  # the trajectories' durations (a finished trajectory's never changes)
     codes: list[np.ndarray] | None = None  # its steps' interned skeleton codes, once needed
+    distinct_keys: bool = False  # no key has two steps (it may keep its steps' runs: `FlowNetwork._arm`)
+    # while armed (`kept` not None), every step's key is deferred with the plan's trajectory and its
+    # runs go on in `kept`; when armed, no key had more than `kept_runs` runs of its own; no run of
+    # its keys ends after `kept_end`, none of a step before `kept_tail` at it
+    # (`_complete_skeleton_steps`)
+    kept: _KeptRuns | None = None
+    kept_runs: int = 0
+    kept_end: float = 0.0
+    kept_tail: int = 0
     _steps: list[tuple] | None = None  # per step what completing it reads (`steps_of`)
-    # per step the flows of the steps before it, then all of them (`steps_of`)
+    # per step the flows of the steps before it, then all of them, its total bytes, and (srcs, dsts,
+    # its last flow's offset, key) (`steps_of`)
     flows_before: list[int] = field(default_factory=list)
+    totals: list[float] = field(default_factory=list)
+    ends_of: list[tuple] = field(default_factory=list)
 
     def steps_of(self, keyed: dict) -> list[tuple]:
         """Per step (key, trajectory, srcs, dsts, total bytes, flows, skeleton codes, its last flow's
@@ -888,7 +972,21 @@ class _SchedulePlan:
                 for key, t, code in zip(self.keys, self.trajectories, self.codes)
             ]
             self.flows_before = list(accumulate((step[5] for step in self._steps), initial=0))
+            self.totals = [step[4] for step in self._steps]
+            self.ends_of = [(step[2], step[3], step[7], step[0]) for step in self._steps]
         return self._steps
+
+
+class _KeptRuns:
+    """Replays a schedule plan keeps for its steps' deferred keys (`FlowNetwork._arm`): one (starts,
+    lo, upto) per completion of its steps lo..upto-1, step i over [starts[i], starts[i + 1]], each a
+    run of that step's key after the runs it has of its own."""
+
+    __slots__ = ("plan", "calls")
+
+    def __init__(self, plan: _SchedulePlan) -> None:
+        self.plan = plan
+        self.calls: list[tuple[list[float], int, int]] = []
 
 
 class _StepSkeletons:

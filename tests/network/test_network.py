@@ -293,24 +293,41 @@ def test_steps_that_have_their_links_to_themselves_are_replayed_side_by_side(bac
         assert fast[3].replayed_steps > 0
 
 
-def _repeated_ring(replay: str, background_at: list[float], span_limit: int | None = None):
+def _repeated_ring(
+    replay: str,
+    background_at: list[float],
+    span_limit: int | None = None,
+    runs: int = 4,
+    keep: bool = True,
+    observer: object | None = None,
+    distinct: bool = False,
+):
     """The same ring all-gather schedule run 4 times back to back on 4 hosts of a fat-tree, with
     transfers into one of its NICs at `background_at`: returns (each run's end, link bytes, busy,
     network). `replay`: "off", "steps" (each step replayed) or "schedules" (a recorded schedule
-    replayed as one). `span_limit`: the spans the recorder keeps (past it, skeletons)."""
-    from sim.network.collectives import run_schedule, schedule
+    replayed as one). `span_limit`: the spans the recorder keeps (past it, skeletons); `runs`: how
+    many times it runs; `keep`: whether a replayed schedule's plan keeps its steps' runs; `observer`:
+    a traffic observer to add; `distinct`: each step its own (k-th: 1 + k/8 times the bytes) rather
+    than one step repeated."""
+    from sim.network.collectives import Step, run_schedule, schedule
 
     c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
     c.sim.recorder.limit = span_limit
     c.network.replay = replay != "off"
     c.network.schedule_replay = replay == "schedules"
+    c.network.keep_schedule_runs = keep
+    if observer is not None:
+        c.network.traffic_observers.append(observer)
     sim, net = c.sim, c.network
     ring = c.nodes([0, 2, 4, 6])  # one GPU per host: every step crosses the fabric
     steps = schedule("all_gather", "ring", ring, 64 * 2**20, net.topology.host_of)
+    if distinct:
+        steps = [Step((src, dst, b * (1 + k / 8)) for src, dst, b in step) for k, step in enumerate(steps)]
     ends = []
+    count = runs
 
     def runs():
-        for _ in range(4):
+        for _ in range(count):
             yield run_schedule(net, steps)
             ends.append(sim.now)
 
@@ -356,6 +373,63 @@ def test_a_schedule_replayed_as_one_past_the_trace_limit_leaves_the_skeletons_of
     assert len(rows_whole) == len(rows_steps) > 0
     pd.testing.assert_frame_equal(rows_whole, rows_steps)
     assert whole[3].sim.recorder.next_id == steps[3].sim.recorder.next_id
+
+
+class _TrafficLog:
+    """A traffic observer that logs every call the network makes to it, with its arguments as lists."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def _log(self, name: str, *args) -> None:
+        self.calls.append((name, *(np.asarray(a).tolist() if isinstance(a, np.ndarray) else a for a in args)))
+
+    def on_links(self, t0, t1, links, link_bytes) -> None:
+        self._log("links", t0, t1, links, link_bytes)
+
+    def on_subflows(self, t0, t1, flat, lengths, nbytes) -> None:
+        self._log("subflows", t0, t1, flat, lengths, nbytes)
+
+    def on_step(self, t0, t1, step, times, links, link_bytes) -> None:
+        self._log("step", t0, t1, times, links, link_bytes)
+
+    def on_steps_until(self, steps) -> None:
+        self._log("steps", [(start, end) for _, _, start, end, _ in steps])
+
+
+@pytest.mark.parametrize("background_at", [[], [0.0021], [0.0005, 0.0033, 0.0047, 0.0301]])
+def test_a_plan_that_keeps_its_steps_runs_accounts_them_as_deferring_each_step(background_at, monkeypatch):
+    """Past the trace limit a schedule replayed as one defers its steps' replays; once every step's key
+    is deferred, its plan keeps each completion's runs as one entry instead of a run per key, and a
+    settle, a transfer on its links or the end of the run hands them back in order. Link totals, every
+    traffic observer call and the skeletons equal those of deferring each step's run (to the bit), and
+    runs past `_DEFERRED_RUNS_MAX` settle as they would have."""
+    import sim.network.flow as flow
+
+    monkeypatch.setattr(flow, "_DEFERRED_RUNS_MAX", 5)  # settles at 5 runs, within the 24 runs
+    keepings = []
+
+    class Keeping(flow._KeptRuns):
+        __slots__ = ()
+
+        def __init__(self, plan) -> None:
+            super().__init__(plan)
+            keepings.append(self)
+
+    monkeypatch.setattr(flow, "_KeptRuns", Keeping)
+    logs = []
+    for keep in (True, False):
+        log = _TrafficLog()
+        ends, link_bytes, busy, net = _repeated_ring(
+            "schedules", background_at, span_limit=0, runs=24, keep=keep, observer=log, distinct=True
+        )
+        net.flush()
+        logs.append((ends, link_bytes.tolist(), busy.tolist(), log.calls, net.sim.recorder.skeleton.frame()))
+    kept, each = logs
+    assert sum(len(keeping.calls) for keeping in keepings) >= 6  # completions kept as one entry
+    assert kept[:4] == each[:4]
+    pd.testing.assert_frame_equal(kept[4], each[4])
+    assert any(call[0] == "step" for call in each[3])
 
 
 def test_a_recording_settles_only_the_deferred_replays_on_its_links():
