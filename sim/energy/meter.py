@@ -71,6 +71,7 @@ SWING_WINDOW_S = 1.0
 _FEW_ENDPOINTS = 16  # transfers with at most this many endpoints are buffered (OpenIntervals.add)
 _ROWS_BY_CONTENT_MAX = 4096  # transfers with at most this many flows are remembered by their endpoints
 _ROWS_BY_CONTENT_SETS = 1024  # ... up to this many distinct endpoint lists (<= 8M references)
+_ROWS_BY_STEPS = 1 << 17  # keyed steps whose rows are remembered (a few MB)
 
 
 def largest_window_range(values: np.ndarray, size: int) -> float:
@@ -112,8 +113,7 @@ class EnergyMeter:
         # a transfer's GPUs communicate as one: per GPU set (a transfer's senders and receivers) one
         # row of open intervals and one span key, fanned out to the set's GPUs by the report (16K
         # GPUs in 128-GPU CP rings: 128x fewer intervals than one per GPU per step)
-        self._set_by_step: dict[StepKey, int] = {}  # a keyed step's transfer -> its GPU set's row
-        self._few_by_step: dict[StepKey, list[int]] = {}  # a keyed step's few endpoints -> their device rows
+        self._rows_by_step: dict[StepKey, list[int]] = {}  # a keyed step's transfer -> its rows (`_rows_of`)
         self._set_by_content: dict[tuple, int] = {}  # (srcs, dsts) as tuples -> their GPU set's row
         self._set_of_rows: dict[bytes, int] = {}  # a GPU set (its device rows) -> its row
         self._set_rows: dict[int, list[int]] = {}  # span key of a GPU set -> its device rows
@@ -136,21 +136,13 @@ class EnergyMeter:
         (`OpenIntervals`), so a 16K-GPU ring all-reduce keeps one interval rather than 32K. Transfers
         in a row on the same GPUs that `OpenIntervals` would join (each starting no earlier than the
         first and no later than the end so far) are added as one: the same intervals, fewer calls."""
-        add, row = self._comm.add, self._device_row
+        add, by_step = self._comm.add, self._rows_by_step
         rows_open: list[int] | None = None  # the run of joined transfers: their rows, start, end
         s0 = e0 = 0.0
         for srcs, dsts, start_s, end_s, key in transfers:
-            if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:  # point-to-point: per GPU
-                few = self._few_by_step.get(key) if key is not None else None
-                if few is None:
-                    few = sorted({row[n] for n in (*srcs, *dsts) if n in row})
-                    if key is not None:  # the same step: the same endpoints (sim/engine/replay.py)
-                        if len(self._few_by_step) >= _ROWS_BY_CONTENT_SETS:
-                            self._few_by_step.clear()  # bounded memory; a later transfer looks up again
-                        self._few_by_step[key] = few
-                rows = few
-            else:
-                rows = self._transfer_set(srcs, dsts, key)
+            rows = by_step.get(key)
+            if rows is None:
+                rows = self._rows_of(srcs, dsts, key)
             if not rows or not end_s > start_s:
                 continue
             if rows == rows_open and s0 <= start_s and not start_s > e0 * (1 + JOIN_REL) + JOIN_ABS:
@@ -162,14 +154,25 @@ class EnergyMeter:
         if rows_open is not None:
             add(rows_open, s0, e0)
 
-    def _transfer_set(self, srcs: list[str], dsts: list[str], step: StepKey | None = None) -> list[int]:
+    def _rows_of(self, srcs: list[str], dsts: list[str], step: StepKey | None) -> list[int]:
+        """The rows a transfer's GPUs communicate on: with a few endpoints (point-to-point) each GPU's
+        own, else their GPU set's (`_transfer_set`); remembered by the step's key (`step`; the same
+        step: the same endpoints, sim/engine/replay.py)."""
+        if len(srcs) + len(dsts) <= _FEW_ENDPOINTS:
+            row = self._device_row
+            rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})
+        else:
+            rows = self._transfer_set(srcs, dsts)
+        if step is not None:
+            if len(self._rows_by_step) >= _ROWS_BY_STEPS:
+                self._rows_by_step.clear()  # bounded memory; a later transfer looks up again
+            self._rows_by_step[step] = rows
+        return rows
+
+    def _transfer_set(self, srcs: list[str], dsts: list[str]) -> list[int]:
         """[row] of the GPU set of a transfer's endpoints ([] if none is a GPU; a single GPU's own row),
-        remembered for the next transfer between the same endpoints: the same step (`step`: its key,
-        sim/engine/replay.py) or, up to _ROWS_BY_CONTENT_MAX flows, equal endpoints (another chunk of
-        a collective)."""
-        by_step = self._set_by_step.get(step) if step is not None else None
-        if by_step is not None:
-            return [by_step] if by_step >= 0 else []
+        remembered for the next transfer between the same endpoints, up to _ROWS_BY_CONTENT_MAX
+        flows (another chunk of a collective)."""
         key = (tuple(srcs), tuple(dsts)) if len(srcs) <= _ROWS_BY_CONTENT_MAX else None
         found = self._set_by_content.get(key) if key is not None else None
         if found is None:
@@ -182,8 +185,6 @@ class EnergyMeter:
                 if len(self._set_by_content) >= _ROWS_BY_CONTENT_SETS:
                     self._set_by_content.clear()  # bounded memory; a later transfer looks up again
                 self._set_by_content[key] = found
-        if step is not None and len(srcs) > 64:
-            self._set_by_step[step] = found
         return [found] if found >= 0 else []
 
     def _set_row(self, rows: np.ndarray) -> int:

@@ -63,7 +63,7 @@ class SpanSkeleton:
         drop = len(self) - keep
         while drop > 0 and self._chunks:
             chunk = self._chunks[0]
-            taken = len(chunk) if isinstance(chunk, _Bulk | _Steps) else len(chunk[1])
+            taken = len(chunk) if isinstance(chunk, _LAZY) else len(chunk[1])
             if taken <= drop:
                 self._chunks.popleft()
             else:  # copies: the evicted part's memory goes with it
@@ -207,7 +207,7 @@ class SpanSkeleton:
         out: list[tuple] = []
         at = 0
         for chunk in self._chunks:
-            n = len(chunk) if isinstance(chunk, _Bulk | _Steps) else len(chunk[1])
+            n = len(chunk) if isinstance(chunk, _LAZY) else len(chunk[1])
             lo, hi = max(start - at, 0), min(stop - at, n)
             at += n
             if lo >= hi:
@@ -279,6 +279,9 @@ class _Steps:
 
     def __len__(self) -> int:
         return self.n
+
+
+_LAZY = (_Bulk, _Steps)  # chunks laid out only when read
 
 
 def _laid_out(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

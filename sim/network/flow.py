@@ -624,7 +624,9 @@ class FlowNetwork(Network):
             for on_steps_until in batched:
                 on_steps_until(ends)
         if upto > lo:
-            skeletons = _StepSkeletons(steps_of, starts, lo, upto, recorder.next_id, run.cause, env.cause)
+            skeletons = _StepSkeletons(
+                steps_of, plan.flows_before, starts, lo, upto, recorder.next_id, run.cause, env.cause
+            )
             skeleton_flows = plan.flows_before[upto] - plan.flows_before[lo]
             recorder.dropped += skeleton_flows
             recorder.next_id += skeleton_flows
@@ -996,10 +998,20 @@ class _StepSkeletons:
     first step is caused by what released the schedule (`cause`), a later one by the last flow of
     the step before (`Trajectory.last_flow`; before any flow: `current`, the cause then current)."""
 
-    __slots__ = ("steps_of", "starts", "lo", "hi", "first_id", "cause", "current")
+    __slots__ = ("steps_of", "flows_before", "starts", "lo", "hi", "first_id", "cause", "current")
 
-    def __init__(self, steps_of: list[tuple], starts: list[float], lo: int, hi: int, first_id: int, cause, current):
-        self.steps_of, self.starts, self.lo, self.hi = steps_of, starts, lo, hi
+    def __init__(
+        self,
+        steps_of: list[tuple],
+        flows_before: list[int],
+        starts: list[float],
+        lo: int,
+        hi: int,
+        first_id: int,
+        cause,
+        current,
+    ):
+        self.steps_of, self.flows_before, self.starts, self.lo, self.hi = steps_of, flows_before, starts, lo, hi
         self.first_id, self.cause, self.current = first_id, cause, current
 
     def __iter__(self):
@@ -1022,7 +1034,7 @@ class _StepSkeletons:
         steps_of = self.steps_of
         for i in range(self.hi - 1, self.lo - 1, -1):
             if steps_of[i][5]:
-                first = self.first_id + sum(steps_of[j][5] for j in range(self.lo, i))
+                first = self.first_id + self.flows_before[i] - self.flows_before[self.lo]
                 return first + _last_flow(steps_of[i], self.starts[i])
         return self.current
 

@@ -420,8 +420,11 @@ def test_transfers_given_together_open_the_comm_intervals_of_each_given_in_turn(
             self.emitted = []
             emit = lambda r, s, e: self.emitted.extend(zip(r.tolist(), s.tolist(), e.tolist()))  # noqa: E731
             self._comm = OpenIntervals(42, emit, batch=64)
+            self._rows_by_step = {}
 
-        def _transfer_set(self, srcs, dsts, key):
+        _rows_of = EnergyMeter._rows_of
+
+        def _transfer_set(self, srcs, dsts):
             return [40 + rings.index(srcs)]
 
     transfers, t = [], 1.0
