@@ -738,15 +738,13 @@ class FlowNetwork(Network):
             return
         trajectory, runs, number, keeping, i = d
         self._deferrals.remove(number)
-        columns = [run[0] for run in runs], [run[1] for run in runs], [run[2] for run in runs]
+        t0, t1, times = (np.array([run[k] for run in runs], dtype=float) for k in range(3))
         if keeping is not None:  # then the runs a plan kept for it (`_own_runs`, without making them)
             if keeping.plan.kept is keeping:
                 keeping.plan.kept = None
-            starts_of = [starts for starts, lo, hi in keeping.calls if lo <= i < hi]
-            columns[0].extend([starts[i] for starts in starts_of])
-            columns[1].extend([starts[i + 1] for starts in starts_of])
-            columns[2].extend([1] * len(starts_of))
-        t0, t1, times = (np.array(column, dtype=float) for column in columns)
+            kept_t0, kept_t1 = keeping.runs_of(i)
+            t0, t1 = np.concatenate([t0, kept_t0]), np.concatenate([t1, kept_t1])
+            times = np.concatenate([times, np.ones(len(kept_t0))])
         (links, per_run), (busy_links, busy) = trajectory.totals()
         total = times.sum()
         self._link_bytes[links] += per_run * total
@@ -984,11 +982,26 @@ class _KeptRuns:
     lo, upto) per completion of its steps lo..upto-1, step i over [starts[i], starts[i + 1]], each a
     run of that step's key after the runs it has of its own."""
 
-    __slots__ = ("plan", "calls")
+    __slots__ = ("plan", "calls", "_grid")
 
     def __init__(self, plan: _SchedulePlan) -> None:
         self.plan = plan
         self.calls: list[tuple[list[float], int, int]] = []
+        self._grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def runs_of(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the runs kept for step i, in order; read once no more are kept (the
+        calls' starts as one grid, made at the first read)."""
+        if self._grid is None:
+            calls = self.calls
+            self._grid = (
+                np.array([starts for starts, _, _ in calls], dtype=float).reshape(len(calls), len(self.plan.keys) + 1),
+                np.array([lo for _, lo, _ in calls], dtype=np.int64),
+                np.array([hi for _, _, hi in calls], dtype=np.int64),
+            )
+        grid, lo, hi = self._grid
+        ran = (lo <= i) & (i < hi)
+        return grid[ran, i], grid[ran, i + 1]
 
 
 class _StepSkeletons:
