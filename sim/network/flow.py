@@ -576,14 +576,14 @@ class FlowNetwork(Network):
         keeping = plan.kept
         kept = False
         if keeping is not None and plan.kept_runs + len(keeping.calls) < runs_max and lo < upto:
-            end, tail = plan.kept_end, max(lo, plan.kept_tail)
-            kept = starts[lo] >= end and (tail >= upto or starts[tail] > end) and starts[upto] > starts[lo]
+            last, tail = plan.kept_end, max(lo, plan.kept_tail)
+            kept = starts[lo] >= last and (tail >= upto or starts[tail] > last) and starts[upto] > starts[lo]
         if kept:
             assert keeping is not None
             keeping.calls.append((starts, lo, upto))
-            end = plan.kept_end = starts[upto]
+            last = plan.kept_end = starts[upto]
             tail = upto - 1  # the first step whose run ends there (the steps after it last no time)
-            while tail > lo and starts[tail] == end:
+            while tail > lo and starts[tail] == last:
                 tail -= 1
             plan.kept_tail = tail
         else:
@@ -667,7 +667,8 @@ class FlowNetwork(Network):
         d[3] = None
         if keeping.plan.kept is keeping:
             keeping.plan.kept = None
-        d[1].extend([[starts[i], starts[i + 1], 1] for starts, lo, hi in keeping.calls if lo <= i < hi])
+        t0, t1 = keeping.runs_of(i)
+        d[1].extend([[a, b, 1] for a, b in zip(t0.tolist(), t1.tolist())])
 
     def _step_observers(self) -> tuple[list, list, list]:
         """The traffic observers' calls for completed steps (`_complete_skeleton_steps`): those taking
@@ -990,7 +991,7 @@ class _KeptRuns:
         self._grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def runs_of(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of the runs kept for step i, in order; read once no more are kept (the
+        """(starts, ends) of the runs kept for step i, in order; read once the plan keeps no more (the
         calls' starts as one grid, made at the first read)."""
         if self._grid is None:
             calls = self.calls
