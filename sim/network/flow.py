@@ -988,20 +988,21 @@ class _KeptRuns:
     def __init__(self, plan: _SchedulePlan) -> None:
         self.plan = plan
         self.calls: list[tuple[list[float], int, int]] = []
-        self._grid: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._grid: tuple[np.ndarray, np.ndarray | None] | None = None  # starts; (lo, upto) unless all whole
 
     def runs_of(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(starts, ends) of the runs kept for step i, in order; read once the plan keeps no more (the
         calls' starts as one grid, made at the first read)."""
         if self._grid is None:
-            calls = self.calls
-            self._grid = (
-                np.array([starts for starts, _, _ in calls], dtype=float).reshape(len(calls), len(self.plan.keys) + 1),
-                np.array([lo for _, lo, _ in calls], dtype=np.int64),
-                np.array([hi for _, _, hi in calls], dtype=np.int64),
-            )
-        grid, lo, hi = self._grid
-        ran = (lo <= i) & (i < hi)
+            calls, n = self.calls, len(self.plan.keys)
+            grid = np.array([starts for starts, _, _ in calls], dtype=float).reshape(len(calls), n + 1)
+            spans = np.array([(lo, hi) for _, lo, hi in calls], dtype=np.int64).reshape(-1, 2)
+            whole = bool(np.all(spans[:, 0] == 0) and np.all(spans[:, 1] == n))
+            self._grid = (grid, None if whole else spans)
+        grid, ranges = self._grid
+        if ranges is None:  # every completion was of every step
+            return grid[:, i], grid[:, i + 1]
+        ran = (ranges[:, 0] <= i) & (i < ranges[:, 1])
         return grid[ran, i], grid[ran, i + 1]
 
 
