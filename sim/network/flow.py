@@ -18,6 +18,12 @@ elsewhere) is recorded and, when it runs again with its links to itself, replaye
 A collective's schedule (`run_steps`) whose steps have all been recorded runs as one replay of
 its steps back to back while its links are its own; a transfer that joins them completes the steps
 done by then, puts the current one back and lets the rest run step by step.
+
+Replays are accounted later, in bulk: each step's key gathers its runs (`_defer`) until something
+reads its links' totals (a recording on them, the end of the run) or it has gathered
+`_DEFERRED_RUNS_MAX`. A schedule replayed as one past the trace limit, once every step's key is
+deferred, keeps each completion as one entry (`_KeptRuns`) rather than a run per key, and hands the
+runs to a key, in the order deferring each would have made them, only when something reads it.
 """
 
 from __future__ import annotations
