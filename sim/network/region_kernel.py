@@ -38,6 +38,16 @@ from numba import njit
 
 
 @njit(cache=True)
+def _copy_entries(value, start, length, from_link, from_weight, row, link, weight, j):  # pragma: no cover (compiled)
+    """Entries start..start+length-1 of (`from_link`, `from_weight`) into (`row`, `link`, `weight`) from
+    position `j`, each in row `value`; returns the position after them."""
+    for e in range(start, start + length):
+        row[j], link[j], weight[j] = value, from_link[e], from_weight[e]
+        j += 1
+    return j
+
+
+@njit(cache=True)
 def prepare(  # pragma: no cover (compiled)
     flows,
     clocks,
@@ -111,12 +121,8 @@ def prepare(  # pragma: no cover (compiled)
     u_weight = np.empty(total)
     j = 0
     for u in range(units):
-        s = store_start[ids[u]]
-        for e in range(s, s + store_length[ids[u]]):
-            u_row[j] = u
-            u_link[j] = bundle_link[e]
-            u_weight[j] = bundle_weight[e]
-            j += 1
+        b = ids[u]
+        j = _copy_entries(u, store_start[b], store_length[b], bundle_link, bundle_weight, u_row, u_link, u_weight, j)
     # edge entries: the clocks' non-empty pairs in pair order, then the flows' own
     row_of = np.full(len(clock_count), -1, np.int64)
     for i in range(c):
@@ -162,12 +168,8 @@ def prepare(  # pragma: no cover (compiled)
         e_weight[j] = pair_weight[selected[q]]
         j += 1
     for i in range(n):
-        s = slot_start[ordered[i]]
-        for e in range(s, s + slot_length[ordered[i]]):
-            e_row[j] = c + i
-            e_link[j] = entry_link[e]
-            e_weight[j] = entry_weight[e]
-            j += 1
+        f = ordered[i]
+        j = _copy_entries(c + i, slot_start[f], slot_length[f], entry_link, entry_weight, e_row, e_link, e_weight, j)
     # multiplicity (clocks: their members) and old rates
     mult = np.ones(c + n_bundled)
     members = 0
@@ -241,14 +243,10 @@ def leave_links(  # pragma: no cover (compiled)
     for i in range(n):
         b = slot_bundle[slots[i]]
         if b >= 0:
-            for e in range(store_start[b], store_start[b] + store_length[b]):
-                row[j], link[j], weight[j] = i, bundle_link[e], bundle_weight[e]
-                j += 1
+            j = _copy_entries(i, store_start[b], store_length[b], bundle_link, bundle_weight, row, link, weight, j)
     for i in range(n):
         s = slots[i]
-        for e in range(slot_start[s], slot_start[s] + slot_length[s]):
-            row[j], link[j], weight[j] = i, entry_link[e], entry_weight[e]
-            j += 1
+        j = _copy_entries(i, slot_start[s], slot_length[s], entry_link, entry_weight, row, link, weight, j)
     if total * 8 < links:  # np.add.at: one by one onto the sums
         for j in range(total):
             link_rate[link[j]] += -weight[j] * rate[row[j]]
