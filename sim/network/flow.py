@@ -285,6 +285,15 @@ class FlowNetwork(Network):
         if not self.traffic_observers:
             return
         rate, reported = self._table.link_rate, self._reported_rate
+        if self._table.compiled:  # the same intervals, one pass (sim/network/region_kernel.py)
+            from sim.network.region_kernel import report_rates
+
+            moving, t0, nbytes = report_rates(rate, reported, self._reported_since, float(now), everything)
+            if len(moving):
+                t1, ones = np.full(len(moving), now), np.ones(len(moving), dtype=np.int64)
+                for observer in self.traffic_observers:
+                    observer.on_subflows(t0, t1, moving, ones, nbytes)
+            return
         links = np.flatnonzero(reported != 0) if everything else np.flatnonzero(reported != rate)
         if not len(links):
             return

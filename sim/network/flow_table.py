@@ -31,6 +31,7 @@ from sim.engine.codes import distinct, ranges
 from sim.network.flow_bundles import owners
 from sim.network.flow_slots import FlowSlots
 from sim.network.max_min import (
+    DONE_BYTES,
     bundled_filling,
     finish_and_due,
     flow_matrix,
@@ -107,9 +108,31 @@ class FlowTable(FlowSlots):
         new_load = self._load(parts, rate)
         self.link_rate = new_load if old_load is None else self.link_rate - old_load + new_load
         flows, c = parts["flows"], len(clocks)
+        left, rate_f = self._settle_rows(flows, clocks, old, rate, now), rate[c:]
+        if bundled:
+            self._join(flows, left, rate_f, clocks, now)
+        if c:
+            self.clocks.retime(clocks, self.compiled)
+        self.refills += 1
+        self.refilled_rows += len(flows) + c
+        self._compact()
+
+    def _settle_rows(self, flows: np.ndarray, clocks: np.ndarray, old: np.ndarray, rate: np.ndarray, now: float):
+        """A refill's new `rate`s (per row: `clocks`, then `flows`; `old`: their old rates) onto its
+        rows: the flows' bytes left as of `now`, their rates, finish and due times; the clocks moved
+        to `now`, then given their rates. Returns the flows' bytes left. Compiled once the table fills
+        compiled (sim/network/region_kernel.py `settle_rows`: the same arithmetic, to the bit)."""
+        a, c = self._slots.arrays, len(clocks)
+        if self.compiled:
+            from sim.network.region_kernel import settle_rows
+
+            s = self.clocks.state.arrays
+            return settle_rows(
+                flows, clocks, old, rate, float(now), a["left"], a["t_ref"], a["rate"], a["fresh"], a["finish"],
+                a["due"], s["v"], s["t"], s["rate"], DONE_BYTES,
+            )  # fmt: skip
         old, rate_f = old[c:], rate[c:]
         left = np.maximum(self.left[flows] - old * (now - self.t_ref[flows]), 0.0)
-        a = self._slots.arrays
         a["left"][flows] = left
         a["t_ref"][flows] = now
         a["rate"][flows] = rate_f
@@ -118,13 +141,7 @@ class FlowTable(FlowSlots):
         if c:
             self.clocks.advance(clocks, now)
             self.clocks.rate[clocks] = rate[:c]
-        if bundled:
-            self._join(flows, left, rate_f, clocks, now)
-        if c:
-            self.clocks.retime(clocks, self.compiled)
-        self.refills += 1
-        self.refilled_rows += len(flows) + c
-        self._compact()
+        return left
 
     def _prepare(self, flows: np.ndarray, clocks: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray | None, np.ndarray]:
         """(parts, old rates, old load (None: the region is everything), residual capacity) of a

@@ -773,8 +773,9 @@ def test_a_table_that_sums_compiled_keeps_the_per_link_sums_of_one_that_does_not
     sim/network/region_kernel.py `leave_links`). Two tables in lockstep on an oversubscribed
     leaf-spine, one summing compiled and one not, with fractional edge entries and removals of few
     and of many flows at once (one by one onto the sums, or summed per link first), keep the same
-    per-link load, summed entries, entries and bundled entries, the same rates and the same clock
-    finish and due times (`BundleClocks.retime`), to the bit."""
+    per-link load, summed entries, entries and bundled entries, the same rates, the same flows'
+    bytes left, finish and due times after each refill (`settle_rows`) and the same clocks
+    (`BundleClocks.retime`), to the bit."""
     rng = np.random.default_rng(seed)
     capacity, shared, path = leaf_spine(4, 6, 10e9, 10e9 / 4)  # 56 links: a flow alone is "few"
     tables = {mode: FlowTable(capacity, shared) for mode in (False, True)}
@@ -798,8 +799,11 @@ def test_a_table_that_sums_compiled_keeps_the_per_link_sums_of_one_that_does_not
             for name in ("link_rate", "link_weight", "link_entries", "link_bundled"):
                 assert np.array_equal(getattr(plain, name), getattr(compiled, name)), name
             assert plain.rates(plain.slots()).tolist() == compiled.rates(compiled.slots()).tolist()
+            live = plain.slots()
+            for name in ("left", "t_ref", "finish", "due", "fresh"):  # new rates settled compiled, the same
+                assert np.array_equal(getattr(plain, name)[live], getattr(compiled, name)[live]), name
             n = plain.clocks.state.size
-            for name in ("finish", "due"):  # clocks retimed compiled, the same times
+            for name in ("finish", "due", "v", "t", "rate"):  # clocks moved and retimed compiled, the same
                 assert np.array_equal(getattr(plain.clocks, name)[:n], getattr(compiled.clocks, name)[:n]), name
             now = plain.next_finish()
             if now == np.inf:
