@@ -898,6 +898,31 @@ def test_a_run_whose_flow_table_sums_compiled_has_the_metrics_of_one_that_does_n
     assert links[0].equals(links[10**12])  # per link: bytes, busy time, utilisation
 
 
+def test_a_network_whose_table_sums_compiled_reports_the_same_rate_intervals(monkeypatch):
+    """At each update the flow network tells its traffic observers what the links whose rate changed
+    moved at their last reported rate, and at the end what every link moved since (`_report_rates`;
+    compiled once the table fills compiled: sim/network/region_kernel.py `report_rates`). Run compiled
+    from the first refill and never compiled, the observers get the same calls with the same links,
+    times and bytes, in the same order, to the bit."""
+    from sim import load_scenario, run
+    from sim.engine.link_traffic import LinkTraffic
+
+    on_subflows = LinkTraffic.on_subflows
+    calls: dict[int, list] = {}
+    for budget in (0, 10**12):
+        seen = calls[budget] = []
+
+        def spy(self, t0, t1, flat, lengths, nbytes, seen=seen):
+            seen.append([np.array(v, dtype=float).tolist() for v in (t0, t1, flat, lengths, nbytes)])
+            on_subflows(self, t0, t1, flat, lengths, nbytes)
+
+        monkeypatch.setattr(flow_table, "PYTHON_FILLING_ENTRIES", budget)
+        monkeypatch.setattr(LinkTraffic, "on_subflows", spy)
+        run(load_scenario("scenarios/emb-dlrm-16x8-a100-fat-tree-oversub.yaml"))
+    assert len(calls[0]) > 100
+    assert calls[0] == calls[10**12]
+
+
 def test_pairs_grouped_by_bundle_list_each_bundles_pairs_made_before_the_grouping(monkeypatch):
     """A compiled refill finds its clocks' pairs through the pairs grouped by bundle
     (`BundleClocks.pairs_by_bundle`): each bundle's run holds its pairs made before the last
