@@ -117,7 +117,9 @@ class FlowTable(FlowSlots):
         self.refilled_rows += len(flows) + c
         self._compact()
 
-    def _settle_rows(self, flows: np.ndarray, clocks: np.ndarray, old: np.ndarray, rate: np.ndarray, now: float):
+    def _settle_rows(
+        self, flows: np.ndarray, clocks: np.ndarray, old: np.ndarray, rate: np.ndarray, now: float
+    ) -> np.ndarray:
         """A refill's new `rate`s (per row: `clocks`, then `flows`; `old`: their old rates) onto its
         rows: the flows' bytes left as of `now`, their rates, finish and due times; the clocks moved
         to `now`, then given their rates. Returns the flows' bytes left. Compiled once the table fills
