@@ -61,6 +61,7 @@ class CountingEnvironment(simpy.Environment):
         super().__init__(initial_time)
         self.events_processed = 0
         self.cause = NO_CAUSE  # the span that released what is being processed now (module docstring)
+        self._running: list | tuple = (None,)  # the callbacks of the event being processed
 
     def schedule(self, event: simpy.Event, priority: EventPriority = NORMAL, delay: float = 0) -> None:
         """SimPy's `schedule`; the event takes the current cause."""
@@ -82,6 +83,7 @@ class CountingEnvironment(simpy.Environment):
             raise EmptySchedule from None
         self.cause = event._cause  # type: ignore[attr-defined]
         callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        self._running = callbacks  # type: ignore[assignment]
         try:
             for callback in callbacks:
                 callback(event)
@@ -93,6 +95,40 @@ class CountingEnvironment(simpy.Environment):
             exc = type(event._value)(*event._value.args)
             exc.__cause__ = event._value
             raise exc
+
+    def may_continue(self) -> bool:
+        """Whether the running process may go on at once past a request granted now, without the
+        event that would resume it: that event would be processed next anyway, and the process's
+        resume run first when it is. So it holds when no other event is due at this instant and
+        the callback running now is the process's own resume, the last callback of the event being
+        processed. (A request granted at once schedules its event now; it comes after every event
+        already due now, and before any the rest of the running event's callbacks would schedule.)
+        A process that goes on this way skips one event: the same order of everything else, one
+        event fewer counted."""
+        queue = self._queue  # type: ignore[attr-defined]
+        if queue and queue[0][0] <= self._now:
+            return False
+        process = self._active_proc
+        return process is not None and getattr(self._running[-1], "__self__", None) is process
+
+    def succeed_last(self, event: simpy.Event, value: object = None) -> None:
+        """`event.succeed(value)` as the last thing a callback does; where the event would be the
+        next one processed (the callback running now is the only one of the event being processed,
+        and no other event is due at this instant), it is processed here and now: its callbacks run
+        in this call, as they would when it is popped next, with the same cause current (and it
+        counts as processed). Everything happens in the same order; only the trip through the
+        queue is saved."""
+        queue = self._queue  # type: ignore[attr-defined]
+        if len(self._running) != 1 or (queue and queue[0][0] <= self._now) or event.triggered:
+            event.succeed(value)  # (raises as SimPy's for an event triggered already)
+            return
+        event._ok, event._value = True, value  # type: ignore[attr-defined]
+        event._cause = self.cause  # type: ignore[attr-defined]
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        self._running = callbacks  # type: ignore[assignment]
+        self.events_processed += 1
+        for callback in callbacks:  # type: ignore[union-attr]
+            callback(event)
 
     def run(self, until: float | simpy.Event | None = None, report: Callable[[int], None] | None = None):
         """SimPy's `run`, counting events. `report(n)` (with an event `until` or none), if given, is

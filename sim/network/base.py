@@ -347,7 +347,7 @@ class Network:
                 if finish is None:
                     finish = np.array([finish_s])
                 observer.on_flows([src], [dst], start_s, finish, None)
-        event.succeed()
+        self.sim.env.succeed_last(event)
 
     def _start(self, group: TransferGroup, routed: Routed, key: StepKey | None) -> None:
         """Send the group's flows (routed); complete the group (`_complete`) when they are delivered."""

@@ -15,11 +15,21 @@ Two requests leave SimPy's order on purpose: `LeanContainer.give_back` (return w
 `LeanStore.add` (into an unbounded store) never wait, so they need no event: they serve the waiting
 gets during the call instead of when a put event would be processed, later in the same instant.
 Every shipped ingestion scenario gives the same metrics either way (tests/golden).
+
+`take_now` is `get` without an event, where that changes nothing: a request granted at once whose
+event would be the next one processed and would resume the requesting process first
+(`CountingEnvironment.may_continue`) lets the process go on at once, after what the event's own
+callback would do (retry the waiting puts). Everything happens in the same order; only the event
+is saved (an ingestion hour makes millions of such requests).
 """
 
 from __future__ import annotations
 
 import simpy
+
+
+def _never() -> bool:
+    return False
 
 
 class LeanContainer:
@@ -29,6 +39,7 @@ class LeanContainer:
         if capacity <= 0 or not 0 <= init <= capacity:
             raise ValueError(f"capacity {capacity} must be > 0 and init {init} within [0, capacity]")
         self._env = env
+        self._may_continue = getattr(env, "may_continue", _never)  # a plain SimPy environment: never
         self.capacity = capacity
         self._level = init
         self.put_queue: list[simpy.Event] = []
@@ -70,6 +81,17 @@ class LeanContainer:
         self._trigger_get(None)
         return event
 
+    def take_now(self, amount: float) -> bool:
+        """`get(amount)` granted at once without its event, where the running process may go on at
+        once (module docstring); False: nothing was taken (yield `get` instead)."""
+        if self.get_queue or self._level < amount or not self._may_continue():
+            return False
+        if amount <= 0:
+            raise ValueError(f"amount(={amount}) must be > 0.")
+        self._level -= amount
+        self._trigger_put(None)  # what the get's event does first when processed
+        return True
+
     def _trigger_put(self, _event: simpy.Event | None) -> None:
         queue = self.put_queue
         while queue:
@@ -102,6 +124,7 @@ class LeanStore:
         if capacity <= 0:
             raise ValueError('"capacity" must be > 0.')
         self._env = env
+        self._may_continue = getattr(env, "may_continue", _never)
         self.capacity = capacity
         self.items: list = []
         self.put_queue: list[simpy.Event] = []
@@ -129,6 +152,15 @@ class LeanStore:
         self.get_queue.append(event)
         self._trigger_get(None)
         return event
+
+    def take_now(self) -> object | None:
+        """The head item, taken at once without `get`'s event where the running process may go on
+        at once (module docstring); None: nothing was taken (yield `get` instead)."""
+        if self.get_queue or not self.items or not self._may_continue():
+            return None
+        item = self.items.pop(0)
+        self._trigger_put(None)  # what the get's event does first when processed
+        return item
 
     def _trigger_put(self, _event: simpy.Event | None) -> None:
         if self.put_queue and len(self.items) < self.capacity:

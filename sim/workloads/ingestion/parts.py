@@ -447,7 +447,9 @@ class Trainer:
         while True:
             self.waiting_since = env.now
             self._account_level()
-            batch = yield buffer.get()
+            batch = buffer.take_now()
+            if batch is None:
+                batch = yield buffer.get()
             self._account_level()
             now = env.now
             start, self.waiting_since = self.waiting_since, None

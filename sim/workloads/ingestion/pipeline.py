@@ -5,7 +5,8 @@ A `Worker` is a host with CPU cores and memory (SimPy containers), optional GPUs
 compute streams) and network nodes. It runs `splits_in_flight` split loops; each loop reads its next
 split while it processes the previous one (double buffering). Per split:
 1. takes a split from the master (`Master.take`),
-2. reserves the split's memory (waits while the worker's memory is full),
+2. reserves the split's memory (waits while the worker's memory is full; a request granted at once
+   goes on without an event where that changes nothing: `LeanContainer.take_now`),
 3. reads it from storage (`Storage.read`: flows through media, storage NIC, fabric, worker NIC),
 4. processes the split's batches, each once it holds one of the worker's output slots (which bounds
    how far a worker runs ahead of its trainers, like a bounded prefetch queue): consecutive CPU
@@ -219,7 +220,8 @@ class Pipeline:
                 self.master.give_back(split)
                 return
             plan = split.plan
-            yield w.memory.get(plan.memory_bytes)
+            if not w.memory.take_now(plan.memory_bytes):
+                yield w.memory.get(plan.memory_bytes)
             if not w.live(inc):
                 return
             w.memory_used.change(plan.memory_bytes)
@@ -256,7 +258,8 @@ class Pipeline:
     def _batch(self, w: Worker, inc: int, split: Split, index: int):
         batch = split.plan.batches[index]
         stages, env = self.data.stages, self.sim.env
-        yield w.slots.get(1)
+        if not w.slots.take_now(1):
+            yield w.slots.get(1)
         if not w.live(inc):
             return
         factor = self._service[w.index].next
@@ -264,7 +267,8 @@ class Pipeline:
             durations = [batch.stage_s[i] * factor() for i in members]
             if resource == "cpu":
                 k = self._cores_per_batch(w)
-                yield w.cores.get(k)
+                if not w.cores.take_now(k):
+                    yield w.cores.get(k)
                 if not w.live(inc):
                     return
                 w.cores_busy.change(k)

@@ -11,7 +11,8 @@ from sim.engine.simulation import CountingEnvironment
 from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 
 
-def _trace(make, seed: int) -> list:
+def _trace(make, seed: int, take_now: bool = False) -> list:
+    """`take_now`: the waited-for gets first try `take_now` (the pipeline's way)."""
     env = CountingEnvironment()
     box = make(env)
     rng = np.random.default_rng(seed)
@@ -34,7 +35,7 @@ def _trace(make, seed: int) -> list:
             if j % 3 == 0:  # not waited for: several requests of one process in flight
                 event = getattr(box, op)(amount)
                 event.callbacks.append(lambda e, k=k, j=j, op=op: log.append((env.now, k, j, op, "late", box.level)))
-            else:
+            elif not (take_now and op == "get" and box.take_now(amount)):
                 yield getattr(box, op)(amount)
             log.append((env.now, k, j, op, box.level))
 
@@ -53,6 +54,18 @@ def test_lean_container_equals_simpy_container(seed):
     assert len(lean) > 200
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_get_taken_at_once_without_its_event_changes_nothing_but_the_event_count(seed):
+    """`take_now` succeeds only where the get's event would resume the process next anyway: the
+    same requests succeed at the same instants in the same order as with simpy.Container."""
+    lean = _trace(lambda env: LeanContainer(env, capacity=10, init=5), seed, take_now=True)
+    reference = _trace(lambda env: simpy.Container(env, capacity=10, init=5), seed)
+    assert lean[:-1] == reference[:-1]
+    (_, now, events, *rest), (_, ref_now, ref_events, *ref_rest) = lean[-1], reference[-1]
+    assert (now, rest) == (ref_now, ref_rest)
+    assert events < ref_events  # some gets went on at once
+
+
 def test_lean_container_rejects_what_simpy_rejects():
     env = CountingEnvironment()
     box = LeanContainer(env, capacity=4, init=4)
@@ -64,7 +77,7 @@ def test_lean_container_rejects_what_simpy_rejects():
         LeanContainer(env, capacity=4, init=5)
 
 
-def _store_trace(make, seed: int) -> list:
+def _store_trace(make, seed: int, take_now: bool = False) -> list:
     env = CountingEnvironment()
     store = make(env)
     rng = np.random.default_rng(seed)
@@ -82,7 +95,9 @@ def _store_trace(make, seed: int) -> list:
 
     def consumer(k: int):
         for j in range(40):
-            item = yield store.get()
+            item = store.take_now() if take_now else None
+            if item is None:
+                item = yield store.get()
             log.append((env.now, "got", k, j, item, len(store.items)))
             delay = float(rng.choice([0.0, 0.5]))
             if delay:
@@ -102,6 +117,38 @@ def test_lean_store_equals_simpy_store(seed, capacity):
     lean = _store_trace(lambda env: LeanStore(env, capacity), seed)
     assert lean == _store_trace(lambda env: simpy.Store(env, capacity), seed)
     assert len(lean) > 100
+
+
+@pytest.mark.parametrize("capacity", [float("inf"), 2])
+@pytest.mark.parametrize("seed", range(3))
+def test_an_item_taken_at_once_without_its_event_changes_nothing_but_the_event_count(seed, capacity):
+    lean = _store_trace(lambda env: LeanStore(env, capacity), seed, take_now=True)
+    reference = _store_trace(lambda env: simpy.Store(env, capacity), seed)
+    assert lean[:-1] == reference[:-1]
+    assert lean[-1][:2] + lean[-1][3:] == reference[-1][:2] + reference[-1][3:]
+    assert lean[-1][2] < reference[-1][2]  # some items were taken at once
+
+
+def test_take_now_takes_nothing_where_a_request_waits_or_another_event_is_due():
+    env = CountingEnvironment()
+    box, store = LeanContainer(env, capacity=4, init=2), LeanStore(env)
+    seen = []
+
+    def proc():
+        seen.append(box.take_now(1))  # alone at its instant: taken
+        env.timeout(0.0)  # now another event is due at this instant
+        seen.append(box.take_now(1))
+        yield env.timeout(1.0)
+        waiting = box.get(3)  # more than is there: queued
+        seen.append(box.take_now(1))  # no overtaking of a waiting request
+        store.add("item")
+        seen.append(store.take_now())
+        yield waiting
+
+    env.process(proc())
+    env.run(until=5)
+    assert seen == [True, False, False, "item"]
+    assert box.level == 1  # one taken at once; the queued get still waits
 
 
 def test_give_back_serves_waiting_gets_at_once_in_fifo_order_without_an_event():
