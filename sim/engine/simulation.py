@@ -44,6 +44,7 @@ NO_CAUSE = -1  # a span or event released by nothing recorded (the start of the 
 
 
 REPORT_EVERY = 1 << 10  # events between progress reports of `CountingEnvironment.run`
+_IDLE = (None, None)  # `CountingEnvironment._running` outside a run: neither shortcut applies
 
 
 class CountingEnvironment(simpy.Environment):
@@ -61,7 +62,7 @@ class CountingEnvironment(simpy.Environment):
         super().__init__(initial_time)
         self.events_processed = 0
         self.cause = NO_CAUSE  # the span that released what is being processed now (module docstring)
-        self._running: list | tuple = (None,)  # the callbacks of the event being processed
+        self._running: list | tuple = _IDLE  # the callbacks of the event being processed
 
     def schedule(self, event: simpy.Event, priority: EventPriority = NORMAL, delay: float = 0) -> None:
         """SimPy's `schedule`; the event takes the current cause."""
@@ -104,7 +105,7 @@ class CountingEnvironment(simpy.Environment):
         processed. (A request granted at once schedules its event now; it comes after every event
         already due now, and before any the rest of the running event's callbacks would schedule.)
         A process that goes on this way skips one event: the same order of everything else, one
-        event fewer counted."""
+        event fewer counted. Outside `run` (and in a plain callback) it never holds."""
         queue = self._queue  # type: ignore[attr-defined]
         if queue and queue[0][0] <= self._now:
             return False
@@ -117,7 +118,7 @@ class CountingEnvironment(simpy.Environment):
         and no other event is due at this instant), it is processed here and now: its callbacks run
         in this call, as they would when it is popped next, with the same cause current (and it
         counts as processed). Everything happens in the same order; only the trip through the
-        queue is saved."""
+        queue is saved. Outside `run` it is `event.succeed(value)`."""
         queue = self._queue  # type: ignore[attr-defined]
         if len(self._running) != 1 or (queue and queue[0][0] <= self._now) or event.triggered:
             event.succeed(value)  # (raises as SimPy's for an event triggered already)
@@ -164,6 +165,7 @@ class CountingEnvironment(simpy.Environment):
             raise
         finally:
             self.events_processed += processed
+            self._running = _IDLE
         if until is None:
             return None
         value = until.value
@@ -206,6 +208,7 @@ class CountingEnvironment(simpy.Environment):
             return super().run(until)
         finally:
             del self.step
+            self._running = _IDLE
 
 
 def _defuse_failure(event: simpy.Event) -> None:

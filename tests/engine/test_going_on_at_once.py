@@ -106,6 +106,18 @@ def test_succeed_last_leaves_the_event_to_the_queue_when_another_is_due_first():
     assert events == 5  # the same and the other event
 
 
+def test_outside_a_run_succeed_last_only_triggers():
+    env = CountingEnvironment()
+    env.timeout(1.0)
+    env.run()
+    done, seen = env.event(), []
+    done.callbacks.append(lambda _e: seen.append("processed"))
+    env.succeed_last(done)  # after the run: queued for the next one, as `succeed`
+    assert done.triggered and not done.processed and seen == []
+    env.run()
+    assert seen == ["processed"]
+
+
 def _pipeline_log(inline: bool, seed: int, in_place: list) -> list:
     """Workers that hand items to each other through events triggered by timeouts' callbacks (with
     `succeed_last`, or `succeed`): the log of who did what when, in order. `in_place` gets one
