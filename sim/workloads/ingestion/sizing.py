@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from sim.engine.cost import Estimate
 
-# measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events by kind over 60 simulated s):
-EVENTS_PER_BATCH = 11.0  # slot, cores, stages, credit, send, delivery, trainer pull and step
+# measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events by kind over 60 simulated s;
+# per batch: 11 until requests granted at once went on without their events, 2026-11-29, after which
+# the hour counts 37.1M events for its ~3.16M batches and ~0.52M splits: ~10.3 per batch)
+EVENTS_PER_BATCH = 10.3  # process start and end, slot, cores, stages, credit, send, delivery, trainer step
 EVENTS_PER_SPLIT = 9.0  # master hand-out, memory, storage access and read, processing process
-# its events are light: one simulated hour, 40.7M events in ~340 s of wall time (8.4 us each), against
-# the median run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py)
-EVENT_COST = 0.15
+# its events are light: the hour's 37.1M events took 403 s on a 2-core VM whose engine probe ran 0.41x
+# the reference machine (`python benchmarks/run.py --no-startup --only ingestion-1h-400workers`,
+# 2026-11-29): 165 s there, 4.4 us each, against the median run's ~55 us (EVENTS_PER_S,
+# sim/scenario/estimate.py)
+EVENT_COST = 0.08
 
 
 def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:
