@@ -20,7 +20,7 @@ from sim.scenario.model import load_scenario
 ROOT = Path(__file__).resolve().parents[2]
 ALLREDUCE = str(ROOT / "scenarios" / "allreduce-2x8-h100.yaml")
 CP16_128K = str(ROOT / "scenarios" / "train-llama3-405b-16k-gpus-seq128k-cp16.yaml")  # ships analytical
-SEQ8K = str(ROOT / "scenarios" / "train-llama3-405b-16k-gpus-seq8k.yaml")  # ships analytical; ~1.5 min on flow
+SEQ8K = str(ROOT / "scenarios" / "train-llama3-405b-16k-gpus-seq8k.yaml")  # ships analytical; ~2 min on flow
 
 
 def _warning(path: str, *overrides: str, speed: float | None = 1.0) -> str | None:
@@ -30,9 +30,10 @@ def _warning(path: str, *overrides: str, speed: float | None = 1.0) -> str | Non
 
 
 def test_16k_gpu_training_on_the_flow_network_is_announced_with_the_analytical_network():
+    """On a machine half as fast as the reference one (a 2-core VM's probe reads ~0.4)."""
     scenario = load_scenario(SEQ8K, ["network_model=flow"])
-    assert wall_time_s(estimate(scenario)) > sim.cli.LONG_RUN_S
-    text = _warning(SEQ8K, "network_model=flow")
+    assert wall_time_s(estimate(scenario), 0.5) > sim.cli.LONG_RUN_S
+    text = _warning(SEQ8K, "network_model=flow", speed=0.5)
     assert text is not None and "\n" not in text
     assert "estimated to take ~" in text and "network_model: analytical" in text
 
