@@ -79,18 +79,23 @@ class FlowTable(FlowSlots):
             self._compact()
             return
         no_clocks = np.zeros(0, dtype=np.int64)
+        attempt = not self.plain and self._backoff == 0  # try bundled filling
+        if not self.plain and self._backoff > 0:
+            self._backoff -= 1
         if self.plain:
             if self.clocks.members:
                 self._unclock(self.clocks.running(-np.inf), now)
             flows, clocks = self.slots(), no_clocks
+        elif self.compiled:  # the steps below in one compiled call, where no clock must be unclocked
+            region = self._compiled_refill(level * (1 - _SLACK), changed, attempt, now)
+            if region is None:
+                return
+            flows, clocks, attempt = region
         else:
             low = level * (1 - _SLACK)
             loose = self._loose
             flows = self._affected(loose[self.fresh[loose] | (self.rate[loose] >= low)], changed)
             clocks = self.clocks.running(low)
-        attempt = not self.plain and self._backoff == 0  # try bundled filling
-        if not self.plain and self._backoff > 0:
-            self._backoff -= 1
         if not len(flows) and not len(clocks):  # no rate can change (flows left below the level)
             self.refills += 1
             self._compact()
@@ -116,6 +121,50 @@ class FlowTable(FlowSlots):
         self.refills += 1
         self.refilled_rows += len(flows) + c
         self._compact()
+
+    def _compiled_refill(
+        self, low: float, changed: np.ndarray, attempt: bool, now: float
+    ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """`recompute`'s refill from the level `low` in one compiled call (sim/network/refill_kernel.py:
+        the same rates, loads and times to the last bit). Returns None when it is done, else the
+        region (flows, clocks, whether to try the bundled filling) for `recompute` to refill row by
+        row, after turning its clocks back into per-flow rows."""
+        from sim.network.refill_kernel import FAILED, NOTHING, UNCLOCK, refill
+
+        s, e, cs = self._slots.arrays, self._entries.arrays, self.clocks.state.arrays
+        p, store = self.clocks.pairs.arrays, self.bundles.store
+        outcome, flows, clocks, rate, left, link_rate, bundled, failed = refill(
+            self._loose, changed, low, attempt, self.n_alive, self.clocks.members,
+            s["bundle"], s["start"], s["length"], s["fresh"], s["rate"], s["left"], s["t_ref"], s["finish"], s["due"],
+            e["link"], e["weight"], self.link_bundled, self.capacity, self.link_rate,
+            self.clocks.state.size, cs["count"], cs["rate"], cs["v"], cs["t"],
+            p["bundle"], p["link"], p["weight"], p["count"], self.clocks.pairs.size, *self.clocks.pairs_by_bundle(),
+            store.arrays["start"][: store.size], store.arrays["length"][: store.size],
+            self.bundles.entries.arrays["link"], self.bundles.entries.arrays["weight"],
+            float(now), DONE_BYTES,
+        )  # fmt: skip
+        if failed:  # as `_bundled` counts a failed check
+            self._failures += 1
+            self._backoff = min(2**self._failures, _BACKOFF_MAX)
+        if outcome == UNCLOCK:
+            return flows, clocks, attempt
+        if outcome == FAILED:  # the flows (bundled first) and the clocks, row by row
+            return flows, clocks, False
+        self.refills += 1
+        if outcome == NOTHING:
+            self._compact()
+            return None
+        self.link_rate = link_rate
+        c = len(clocks)
+        if bundled:
+            self._failures = 0
+            self.bundled_refills += 1
+            self._join(flows, left, rate[c:], clocks, now)
+        if c:
+            self.clocks.retime(clocks, True)
+        self.refilled_rows += len(flows) + c
+        self._compact()
+        return None
 
     def _settle_rows(
         self, flows: np.ndarray, clocks: np.ndarray, old: np.ndarray, rate: np.ndarray, now: float

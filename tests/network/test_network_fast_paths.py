@@ -776,8 +776,45 @@ def test_a_table_that_sums_compiled_keeps_the_per_link_sums_of_one_that_does_not
     per-link load, summed entries, entries and bundled entries, the same rates, the same flows'
     bytes left, finish and due times after each refill (`settle_rows`) and the same clocks
     (`BundleClocks.retime`), to the bit."""
-    rng = np.random.default_rng(seed)
-    capacity, shared, path = leaf_spine(4, 6, 10e9, 10e9 / 4)  # 56 links: a flow alone is "few"
+    _in_lockstep(np.random.default_rng(seed), uplink=10e9 / 4)
+
+
+def test_a_refill_in_one_compiled_call_takes_every_way_of_the_step_by_step_one():
+    """A table that fills compiled refills in one compiled call (sim/network/refill_kernel.py), which
+    hands the region back where clocks must first be turned into per-flow rows: a region with clocks
+    in a backoff after a failed bundled check, or whose bundled check fails. On a 2:1 leaf-spine,
+    where NIC links bind now and then, every way occurs (nothing to refill, bundled, row by row,
+    a failed check with and without clocks, clocks to unclock first) and the table keeps the state
+    of one that never compiles, to the bit."""
+    import sim.network.refill_kernel as refill_kernel
+
+    refill, outcomes = refill_kernel.refill, set()
+
+    def spy(*args):
+        result = refill(*args)
+        outcomes.add((int(result[0]), bool(result[6]), bool(result[7])))  # outcome, bundled, check failed
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(refill_kernel, "refill", spy)
+        for seed in range(8):
+            _in_lockstep(np.random.default_rng(seed), uplink=3 * 10e9)
+    done = refill_kernel.REFILLED
+    assert {
+        (refill_kernel.NOTHING, False, False),
+        (refill_kernel.UNCLOCK, False, False),
+        (refill_kernel.FAILED, False, True),
+        (done, True, False),
+        (done, False, False),
+        (done, False, True),
+    } <= outcomes, outcomes
+
+
+def _in_lockstep(rng, uplink: float) -> None:
+    """Two tables on a leaf-spine of 4 leaves of 6 hosts (10 Gb/s NICs, `uplink` per leaf), one
+    summing compiled and one not, take the same flows and refills; after each refill their per-link
+    sums, rates, flows' times and clocks are the same, to the bit."""
+    capacity, shared, path = leaf_spine(4, 6, 10e9, uplink)  # 56 links: a flow alone is "few"
     tables = {mode: FlowTable(capacity, shared) for mode in (False, True)}
     now = 0.0
     with pytest.MonkeyPatch.context() as patch:
@@ -805,6 +842,7 @@ def test_a_table_that_sums_compiled_keeps_the_per_link_sums_of_one_that_does_not
             n = plain.clocks.state.size
             for name in ("finish", "due", "v", "t", "rate"):  # clocks moved and retimed compiled, the same
                 assert np.array_equal(getattr(plain.clocks, name)[:n], getattr(compiled.clocks, name)[:n]), name
+            assert (plain._failures, plain._backoff) == (compiled._failures, compiled._backoff)
             now = plain.next_finish()
             if now == np.inf:
                 break
