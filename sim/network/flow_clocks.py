@@ -15,6 +15,11 @@ flows together, so that a refill costs per bundle, not per flow:
 
 A member's own entries stay in the flow table, so a clock can be turned back into per-flow rows
 (`member_slots`) when a refill has to treat flows one by one.
+
+The heaps are Python lists (`heapq`) until the flow table fills compiled; from then on, the methods
+called `compiled` keep them as blocks of a flat pool and push and pop them compiled
+(sim/network/heap_kernel.py: `heapq`'s operations, so every heap holds its entries in the same
+places). A call of the other kind turns them back first.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ from itertools import repeat
 
 import numpy as np
 
-from sim.engine.codes import distinct
+from sim.engine.codes import distinct, ranges
 from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
+_NO_FLAGS = np.zeros(0, dtype=bool)
+_NO_KEYS = np.zeros(0)
 RESORT_PAIRS = 1024  # pairs made since the codes were last sorted, from which they are sorted again
 
 
@@ -47,9 +54,16 @@ class BundleClocks:
                 "head": (float, np.inf),
                 "finish": (float, np.inf),
                 "due": (float, np.inf),
+                "heap_start": (np.int64, 0),  # the heap's block in the pool (compiled)
+                "heap_size": (np.int64, 0),
+                "heap_room": (np.int64, 0),
             }
         )
         self.heaps: dict[int, list[tuple[float, int]]] = {}
+        self._pooled = False  # the heaps live in the pool (compiled), not in `heaps`
+        self._pool_key = np.zeros(0)
+        self._pool_slot = np.zeros(0, dtype=np.int64)
+        self._pool_end = 0
         self.pairs = Growable(
             {"bundle": (np.int64, 0), "link": (np.int64, 0), "weight": (float, 0.0), "count": (np.int64, 0)}
         )
@@ -93,16 +107,28 @@ class BundleClocks:
         n = self.state.size
         return float(self.finish[:n].min()) if n else np.inf
 
-    def due_members(self, now: float, valid) -> list[int]:
+    def due_members(self, now: float, valid, members: tuple | None = None) -> list[int] | np.ndarray:
         """Slots of members due at `now` (bytes left below DONE_BYTES or the clock's resolution),
-        taken off their heaps: the caller removes them (`leave`)."""
+        taken off their heaps: the caller removes them (`leave`). `members`: the flow table's (alive,
+        clocked, key) per slot, which `valid` reads: given, the heaps are popped compiled."""
         n = self.state.size
         if not n:
             return []
         limit = now + 4 * np.spacing(now)
+        if members is not None:
+            from sim.network.heap_kernel import due_members
+
+            self._to_pool()
+            a = self.state.arrays
+            alive, clocked, key = members
+            return due_members(
+                np.flatnonzero(self.due[:n] <= limit), a["t"], a["v"], a["rate"], a["heap_start"], a["heap_size"],
+                self._pool_key, self._pool_slot, alive, clocked, key, float(limit), DONE_BYTES,
+            )  # fmt: skip
+        self._to_lists()
         slots: list[int] = []
         for b in np.flatnonzero(self.due[:n] <= limit).tolist():
-            heap, t, v, rate = self.heaps[b], float(self.t[b]), float(self.v[b]), float(self.rate[b])
+            heap, t, v, rate = self.heaps.get(b, []), float(self.t[b]), float(self.v[b]), float(self.rate[b])
             while heap:
                 key, slot = heap[0]
                 if not valid(key, slot):
@@ -120,12 +146,18 @@ class BundleClocks:
                 slots.append(slot)
         return slots
 
-    def member_slots(self, bundles: np.ndarray, valid_all) -> tuple[np.ndarray, np.ndarray]:
+    def member_slots(self, bundles: np.ndarray, valid_all, compiled: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(slots, keys) of the live members of these clocks, in heap order; `valid_all(keys, slots)`
-        tells the live heap entries at once (an array of `valid`)."""
-        entries = [entry for b in bundles.tolist() for entry in self.heaps.get(b, ())]
-        keys = np.array([k for k, _ in entries], dtype=float)
-        slots = np.array([s for _, s in entries], dtype=np.int64)
+        tells the live heap entries at once (an array of `valid`). `compiled`: off the pool."""
+        if compiled:
+            self._to_pool()
+            at = ranges(self.heap_start[bundles], self.heap_size[bundles])
+            keys, slots = self._pool_key[at], self._pool_slot[at]
+        else:
+            self._to_lists()
+            entries = [entry for b in bundles.tolist() for entry in self.heaps.get(b, ())]
+            keys = np.array([k for k, _ in entries], dtype=float)
+            slots = np.array([s for _, s in entries], dtype=np.int64)
         live = valid_all(keys, slots)
         return slots[live], keys[live]
 
@@ -174,6 +206,23 @@ class BundleClocks:
         weight)) join the clocks of their bundles, which run at `now`. Returns their keys.
         `compiled`: pairs summed compiled (`_add_pairs`)."""
         keys = left + self.v[bundles]
+        if compiled:
+            from sim.network.heap_kernel import push
+
+            self._to_pool()
+            a = self.state.arrays
+            self._pool_key, self._pool_slot, self._pool_end = push(
+                bundles, keys, np.ascontiguousarray(slots, dtype=np.int64), a["heap_start"], a["heap_size"],
+                a["heap_room"], self._pool_key, self._pool_slot, self._pool_end,
+            )  # fmt: skip
+            np.add.at(self.count, bundles, 1)
+            self.members += len(slots)
+            owner, link, weight = edge
+            self._add_pairs(bundles[owner], link, weight, 1, compiled)
+            touched = distinct(bundles)
+            self.head[touched] = self._pool_key[self.heap_start[touched]]
+            return keys
+        self._to_lists()
         order = np.argsort(bundles, kind="stable")  # per bundle in the given order: the same heaps
         grouped = bundles[order]
         entries = list(zip(keys[order].tolist(), slots[order].tolist()))
@@ -191,27 +240,40 @@ class BundleClocks:
         return keys
 
     def leave(
-        self, bundles: np.ndarray, edge: tuple[np.ndarray, np.ndarray, np.ndarray], valid, compiled: bool = False
+        self,
+        bundles: np.ndarray,
+        edge: tuple[np.ndarray, np.ndarray, np.ndarray],
+        valid,
+        compiled: bool = False,
+        members: tuple | None = None,
     ) -> None:
         """Members (by bundle, with their edge entries) leave; the table has already marked their
-        slots dead, so `valid` rejects their heap entries. `compiled`: as in `join`."""
+        slots dead, so `valid` rejects their heap entries. `compiled`: as in `join`, with `members`
+        (as in `due_members`) for the heaps."""
         np.subtract.at(self.count, bundles, 1)
         self.members -= len(bundles)
         owner, link, weight = edge
         self._add_pairs(bundles[owner], link, -weight, -1, compiled)
-        self._refresh(distinct(bundles), valid, compiled)
+        self._refresh(distinct(bundles), valid, compiled, members)
 
-    def stop(self, bundles: np.ndarray) -> None:
-        """Drop these clocks (their members became per-flow rows)."""
+    def stop(self, bundles: np.ndarray, compiled: bool = False) -> None:
+        """Drop these clocks (their members became per-flow rows). `compiled`: the heaps in the pool."""
         self.members -= int(self.count[bundles].sum())
         self.count[bundles] = 0
-        for b in bundles.tolist():
-            self.heaps.pop(b, None)
+        if compiled:
+            self._to_pool()
+            self.heap_size[bundles] = 0
+        else:
+            self._to_lists()
+            for b in bundles.tolist():
+                self.heaps.pop(b, None)
         p = self.pairs
-        mine = np.isin(p.arrays["bundle"][: p.size], bundles)
+        stopped = np.zeros(self.state.size, dtype=bool)
+        stopped[bundles] = True
+        mine = stopped[p.arrays["bundle"][: p.size]]
         p.arrays["weight"][: p.size][mine] = 0.0
         p.arrays["count"][: p.size][mine] = 0
-        self._refresh(bundles, None)
+        self._refresh(bundles, None, compiled, None)
 
     def retime(self, bundles: np.ndarray, compiled: bool = False) -> None:
         """Finish and due time of these clocks' heads (as the flow table computes them per flow).
@@ -228,17 +290,45 @@ class BundleClocks:
         self.finish[bundles[empty]] = np.inf
         self.due[bundles[empty]] = np.inf
 
-    def rebuild(self, slots: np.ndarray, bundles: np.ndarray, keys: np.ndarray) -> None:
-        """Heaps from the live members (after the table renumbered its slots)."""
+    def rebuild(self, slots: np.ndarray, bundles: np.ndarray, keys: np.ndarray, compiled: bool = False) -> None:
+        """Heaps from the live members (after the table renumbered its slots). `compiled`: laid out in
+        a new pool (the old one's unused blocks go)."""
         order = np.lexsort((keys, bundles))  # a sorted list is a heap
         grouped = bundles[order]
+        if compiled:
+            from sim.network.heap_kernel import layout
+
+            ids, counts = np.unique(grouped, return_counts=True)
+            a = self.state.arrays
+            self.heaps, self._pooled = {}, True
+            self._pool_key, self._pool_slot, self._pool_end = layout(
+                ids, counts, keys[order], np.ascontiguousarray(slots[order], dtype=np.int64), a["heap_start"],
+                a["heap_size"], a["heap_room"],
+            )  # fmt: skip
+            return
+        self._pooled = False
         entries = list(zip(keys[order].tolist(), slots[order].tolist()))
         firsts = np.flatnonzero(np.diff(grouped, prepend=-1)).tolist() if len(grouped) else []
         ends = [*firsts[1:], len(entries)]
         self.heaps = {b: entries[i:j] for b, i, j in zip(grouped[firsts].tolist(), firsts, ends)}
 
-    def _refresh(self, bundles: np.ndarray, valid, compiled: bool = False) -> None:
-        """Heads of these clocks after members left (stale tops popped); empty clocks reset."""
+    def _refresh(self, bundles: np.ndarray, valid, compiled: bool = False, members: tuple | None = None) -> None:
+        """Heads of these clocks after members left (stale tops popped: `valid`, or compiled with
+        `members` as in `due_members`); empty clocks reset."""
+        if compiled:
+            from sim.network.heap_kernel import refresh
+
+            self._to_pool()
+            a = self.state.arrays
+            check = valid is not None
+            alive, clocked, key = members if members is not None else (_NO_FLAGS, _NO_FLAGS, _NO_KEYS)
+            refresh(
+                bundles, a["count"], a["head"], a["rate"], a["v"], a["heap_start"], a["heap_size"], self._pool_key,
+                self._pool_slot, alive, clocked, key, check,
+            )  # fmt: skip
+            self.retime(bundles, compiled)
+            return
+        self._to_lists()
         for b in bundles.tolist():
             heap = self.heaps.get(b)
             while heap and valid is not None and not valid(*heap[0]):
@@ -249,6 +339,43 @@ class BundleClocks:
             else:
                 self.head[b] = heap[0][0]
         self.retime(bundles, compiled)
+
+    def _to_pool(self) -> None:
+        """The heaps as blocks of the pool, laid out from the lists as they are (compiled calls)."""
+        if self._pooled:
+            return
+        from sim.network.heap_kernel import layout
+
+        ids = np.array(sorted(b for b, heap in self.heaps.items() if heap), dtype=np.int64)
+        heaps = [self.heaps[b] for b in ids.tolist()]
+        entries = [entry for heap in heaps for entry in heap]
+        a = self.state.arrays
+        self._pool_key, self._pool_slot, self._pool_end = layout(
+            ids,
+            np.array([len(heap) for heap in heaps], dtype=np.int64),
+            np.array([k for k, _ in entries], dtype=float),
+            np.array([s for _, s in entries], dtype=np.int64),
+            a["heap_start"],
+            a["heap_size"],
+            a["heap_room"],
+        )
+        self.heaps, self._pooled = {}, True
+
+    def _to_lists(self) -> None:
+        """The heaps as lists, read off the pool as they are (calls that are not compiled)."""
+        if self._pooled:
+            self.heaps, self._pooled = self.heap_lists(), False
+
+    def heap_lists(self) -> dict[int, list[tuple[float, int]]]:
+        """Each non-empty heap as a list of (key, slot) in heap order, wherever the heaps are kept."""
+        if not self._pooled:
+            return {b: list(heap) for b, heap in self.heaps.items() if heap}
+        n = self.state.size
+        start, size = self.heap_start[:n], self.heap_size[:n]
+        return {
+            b: list(zip(self._pool_key[s : s + k].tolist(), self._pool_slot[s : s + k].tolist()))
+            for b, s, k in zip(np.flatnonzero(size).tolist(), start[size > 0].tolist(), size[size > 0].tolist())
+        }
 
     def _pairs_of_codes(self, codes: np.ndarray, few: bool) -> np.ndarray:
         """The pair of each of `codes` (bundle x num_links + link), made where there is none yet in

@@ -162,7 +162,9 @@ class FlowSlots:
         for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
             a[name][slots] = value
         if len(clocked):
-            self.clocks.leave(self.bundle[clocked], self._edge(clocked), self._is_member, self.compiled)
+            compiled = self.compiled
+            members = self._member_arrays() if compiled else None
+            self.clocks.leave(self.bundle[clocked], self._edge(clocked), self._is_member, compiled, members)
         if len(clocked) < len(slots):
             self._loose = self._loose[self.alive[self._loose]]
         self.n_alive -= len(slots)
@@ -244,7 +246,8 @@ class FlowSlots:
         slots = loose[self.due[loose] <= now + 4 * np.spacing(now)]
         if not self.clocks.members:
             return slots
-        return np.concatenate([slots, np.array(self.clocks.due_members(now, self._is_member), dtype=np.int64)])
+        members = self._member_arrays() if self.compiled else None
+        return np.concatenate([slots, np.array(self.clocks.due_members(now, self._is_member, members), dtype=np.int64)])
 
     def next_finish(self) -> float:
         flows = float(self.finish[self._loose].min()) if len(self._loose) else np.inf
@@ -254,6 +257,11 @@ class FlowSlots:
         """A clock's heap entry is live: its slot is alive, clocked and has this key."""
         a = self._slots.arrays
         return bool(a["alive"][slot] and a["clocked"][slot] and a["key"][slot] == key)
+
+    def _member_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(alive, clocked, key) per slot: what `_is_member` reads, for the compiled heaps."""
+        a = self._slots.arrays
+        return a["alive"], a["clocked"], a["key"]
 
     def _are_members(self, keys: np.ndarray, slots: np.ndarray) -> np.ndarray:
         """`_is_member` of many heap entries at once."""
@@ -304,4 +312,4 @@ class FlowSlots:
         self._loose = np.flatnonzero(~clocked)  # slots were renumbered
         if self.clocks.members:
             mine = np.flatnonzero(clocked)
-            self.clocks.rebuild(mine, self.bundle[mine], self.key[mine])
+            self.clocks.rebuild(mine, self.bundle[mine], self.key[mine], self.compiled)

@@ -490,13 +490,13 @@ class FlowTable(FlowSlots):
     def _unclock(self, clocks: np.ndarray, now: float) -> np.ndarray:
         """Turn these clocks' members back into per-flow rows (bytes left and rate as of `now`);
         returns their slots."""
-        slots, keys = self.clocks.member_slots(clocks, self._are_members)
+        slots, keys = self.clocks.member_slots(clocks, self._are_members, self.compiled)
         if len(slots):
             bundle = self.bundle[slots]
             left, rate = self.clocks.left(bundle, keys, now), self.clocks.rate[bundle]
             a = self._slots.arrays
             a["left"][slots], a["t_ref"][slots], a["rate"][slots], a["clocked"][slots] = left, now, rate, False
             a["finish"][slots], a["due"][slots] = finish_and_due(left, rate, now)
-        self.clocks.stop(clocks)
+        self.clocks.stop(clocks, self.compiled)
         self._loose = np.sort(np.concatenate([self._loose, slots]))
         return slots

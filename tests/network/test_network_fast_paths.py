@@ -439,6 +439,62 @@ def test_clock_members_join_heaps_laid_out_as_by_one_push_each():
     assert got == pytest.approx(pairs)
 
 
+def test_clock_heaps_kept_compiled_are_laid_out_as_heapq_lays_out_the_lists():
+    """Once the table fills compiled its clocks keep their heaps in a pool and push and pop them
+    compiled (sim/network/heap_kernel.py). Two sets of clocks in lockstep, one compiled and one not,
+    through members joining (blocks outgrowing their room), leaving (stale entries popped off the
+    tops), falling due, clocks stopped and heaps rebuilt, hold the same entries in the same places
+    of every heap, the same heads and due times, and give up the same due members in the same order."""
+    rng = np.random.default_rng(5)
+    clocks = {mode: BundleClocks(num_links=6) for mode in (False, True)}
+    for c in clocks.values():
+        c.ensure(6)
+        c.rate[:6] = 1e6  # each member sends 1 MB/s from t = 0: a member is due when its key is sent
+    alive, clocked, key = np.zeros(4000, dtype=bool), np.zeros(4000, dtype=bool), np.zeros(4000)
+
+    def valid(k, s):
+        return bool(alive[s] and clocked[s] and key[s] == k)
+
+    next_slot, now, popped = 0, 0.0, 0
+    for step in range(60):
+        n = int(rng.integers(1, 60))
+        slots = np.arange(next_slot, next_slot + n)
+        next_slot += n
+        bundles = rng.integers(0, 6, n)
+        left = rng.choice([1e6, 2e6, 3e6], n) + now * 1e6  # ties: (key, slot) orders them
+        edge = (np.arange(n), rng.integers(0, 6, n), np.ones(n))
+        for mode, c in clocks.items():
+            keys = c.join(slots, bundles, left, edge, compiled=mode)
+            c.retime(np.unique(bundles), compiled=mode)
+        alive[slots], clocked[slots], key[slots] = True, True, keys
+        gone = slots[rng.random(n) < 0.2]  # some leave before they are due: stale heap entries
+        alive[gone] = False
+        for mode, c in clocks.items():
+            c.leave(bundles[np.isin(slots, gone)], (np.zeros(0, int),) * 3, valid, mode, (alive, clocked, key))
+        now += 0.5
+        due = {mode: np.asarray(c.due_members(now, valid, (alive, clocked, key) if mode else None)).tolist()
+               for mode, c in clocks.items()}  # fmt: skip
+        assert due[True] == due[False]
+        alive[due[False]] = False
+        popped += len(due[False])
+        if step % 9 == 4:  # a clock stops: its members become rows
+            b = np.array([rng.integers(0, 6)])
+            for mode, c in clocks.items():
+                s, _ = c.member_slots(b, lambda k, s: alive[s] & clocked[s] & (key[s] == k), mode)
+                c.stop(b, mode)
+            clocked[s] = False
+        if step % 13 == 12:  # the table renumbers its slots: heaps rebuilt from the live members
+            live = np.flatnonzero(alive & clocked)
+            owner = np.array([next(b for b, h in clocks[False].heap_lists().items() if any(e[1] == x for e in h))
+                              for x in live.tolist()], dtype=np.int64)  # fmt: skip
+            for mode, c in clocks.items():
+                c.rebuild(live, owner, key[live], mode)
+        assert clocks[True].heap_lists() == clocks[False].heap_lists()
+        for name in ("head", "due", "count"):
+            assert np.array_equal(getattr(clocks[True], name)[:6], getattr(clocks[False], name)[:6]), name
+    assert popped > 100 and clocks[True]._pooled and not clocks[False]._pooled
+
+
 def test_region_pairs_are_the_nonempty_pairs_of_the_regions_clocks_in_pair_order():
     """A refill takes the pairs of the clocks in its region (`BundleClocks.region_pairs`): those of
     these bundles still holding entries, in the order the pairs were made (the order in which the
