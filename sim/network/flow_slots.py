@@ -138,13 +138,16 @@ class FlowSlots:
         """Clear finished slots; their load leaves their links."""
         if not len(slots):
             return
-        fresh = self.fresh[slots]
-        rate = self.rates(slots)
-        if not fresh.all():
-            self._lowest_removed = min(self._lowest_removed, float(rate[~fresh].min()))
-        if self.compiled:  # the same sums in one compiled call
-            link = self._compiled_leave(slots, rate)
+        a = self._slots.arrays
+        if self.compiled:  # the same, the arrays in one compiled call
+            link, clocked, lowest, any_fresh = self._compiled_remove(slots)
+            self._lowest_removed = min(self._lowest_removed, lowest)
         else:
+            fresh = self.fresh[slots]
+            rate = self.rates(slots)
+            any_fresh = bool(fresh.any())
+            if not fresh.all():
+                self._lowest_removed = min(self._lowest_removed, float(rate[~fresh].min()))
             row, link, weight = self.entries(slots)
             self._link_add(self.link_rate, link, -weight * rate[row])
             self._link_add(self.link_weight, link, -weight)
@@ -154,13 +157,12 @@ class FlowSlots:
             emptied = link[self.link_entries[link] == 0]
             self.link_rate[emptied] = 0.0  # no rounding residue on idle links
             self.link_weight[emptied] = 0.0
+            clocked = slots[a["clocked"][slots]]
+            for name in ("alive", "fresh", "clocked"):
+                a[name][slots] = False
+            for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
+                a[name][slots] = value
         self._removed_links.append(link)
-        a = self._slots.arrays
-        clocked = slots[a["clocked"][slots]]
-        for name in ("alive", "fresh", "clocked"):
-            a[name][slots] = False
-        for name, value in (("rate", 0.0), ("finish", np.inf), ("due", np.inf), ("group", -1)):
-            a[name][slots] = value
         if len(clocked):
             compiled = self.compiled
             members = self._member_arrays() if compiled else None
@@ -168,32 +170,24 @@ class FlowSlots:
         if len(clocked) < len(slots):
             self._loose = self._loose[self.alive[self._loose]]
         self.n_alive -= len(slots)
-        if fresh.any():  # added and removed before any refill
+        if any_fresh:  # added and removed before any refill
             self._added = [added[self.alive[added]] for added in self._added]
 
-    def _compiled_leave(self, slots: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        """`remove`'s per-link sums (sim/network/region_kernel.py `leave_links`); returns the
-        entries' links."""
-        from sim.network.region_kernel import leave_links
+    def _compiled_remove(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, bool]:
+        """`remove`'s rates, per-link sums and cleared slots (sim/network/region_kernel.py
+        `remove_slots`); returns the entries' links, the slots that were clocked, the lowest rate of
+        those that had one and whether any was fresh."""
+        from sim.network.region_kernel import remove_slots
 
         a, store = self._slots.arrays, self.bundles.store.arrays
-        return leave_links(
-            np.ascontiguousarray(slots, dtype=np.int64),
-            np.ascontiguousarray(rate, dtype=float),
-            a["bundle"],
-            a["start"],
-            a["length"],
-            store["start"],
-            store["length"],
-            self.bundles.entries.arrays["link"],
-            self.bundles.entries.arrays["weight"],
-            self._entries.arrays["link"],
-            self._entries.arrays["weight"],
-            self.link_rate,
-            self.link_weight,
-            self.link_entries,
-            self.link_bundled,
-        )
+        link, clocked, lowest, fresh = remove_slots(
+            np.ascontiguousarray(slots, dtype=np.int64), a["bundle"], a["start"], a["length"], a["alive"],
+            a["fresh"], a["clocked"], a["rate"], a["finish"], a["due"], a["group"], self.clocks.rate,
+            store["start"], store["length"], self.bundles.entries.arrays["link"], self.bundles.entries.arrays["weight"],
+            self._entries.arrays["link"], self._entries.arrays["weight"], self.link_rate, self.link_weight,
+            self.link_entries, self.link_bundled,
+        )  # fmt: skip
+        return link, clocked, float(lowest), bool(fresh)
 
     def _link_add(self, target: np.ndarray, links: np.ndarray, values: np.ndarray | int) -> None:
         """target[links] += values (an array, or +-1 to count entries; repeated links add up)."""

@@ -7,7 +7,8 @@ flow_slots.py and flow_clocks.py do as numpy calls on a small table.
   bundle, then the flows' own), the rows' old rates. `load` (`FlowTable._load`): the load rows put
   on each link.
 - `connected` (`FlowTable._affected`): the loose unbundled flows a change can affect.
-- `leave_links` (`FlowSlots.remove`): finished flows leave their links' sums.
+- `leave_links` (`FlowSlots.remove`): finished flows leave their links' sums; `remove_slots`: that
+  with the flows' rates before and their slots cleared after.
 - `apply_pairs` (`BundleClocks._add_pairs`): members' edge entries onto their clocks' pairs.
 - `retime` (`BundleClocks.retime`): clocks' finish and due times.
 - `settle_rows` (`FlowTable.recompute`): a refill's new rates onto its flows and clocks.
@@ -277,6 +278,64 @@ def leave_links(  # pragma: no cover (compiled)
             link_rate[link[j]] = 0.0
             link_weight[link[j]] = 0.0
     return link
+
+
+@njit(cache=True)
+def remove_slots(  # pragma: no cover (compiled)
+    slots,
+    slot_bundle,
+    slot_start,
+    slot_length,
+    slot_alive,
+    slot_fresh,
+    slot_clocked,
+    slot_rate,
+    slot_finish,
+    slot_due,
+    slot_group,
+    clock_rate,
+    store_start,
+    store_length,
+    bundle_link,
+    bundle_weight,
+    entry_link,
+    entry_weight,
+    link_rate,
+    link_weight,
+    link_entries,
+    link_bundled,
+):
+    """`FlowSlots.remove`'s arrays: the finished `slots`' rates (a clocked one's its clock's), the
+    lowest of those that had one (inf if none), their links' sums (`leave_links`), then the slots
+    cleared. Returns (the entries' links, the slots that were clocked, in order, the lowest rate,
+    whether any slot was fresh)."""
+    n = len(slots)
+    rate = np.empty(n)
+    lowest = np.inf
+    fresh = False
+    n_clocked = 0
+    for i in range(n):
+        s = slots[i]
+        rate[i] = clock_rate[slot_bundle[s]] if slot_clocked[s] else slot_rate[s]
+        if slot_fresh[s]:
+            fresh = True
+        elif rate[i] < lowest:
+            lowest = rate[i]
+        n_clocked += slot_clocked[s]
+    link = leave_links(
+        slots, rate, slot_bundle, slot_start, slot_length, store_start, store_length, bundle_link, bundle_weight,
+        entry_link, entry_weight, link_rate, link_weight, link_entries, link_bundled,
+    )  # fmt: skip
+    clocked = np.empty(n_clocked, np.int64)
+    k = 0
+    for i in range(n):
+        s = slots[i]
+        if slot_clocked[s]:
+            clocked[k] = s
+            k += 1
+        slot_alive[s], slot_fresh[s], slot_clocked[s] = False, False, False
+        slot_rate[s], slot_finish[s], slot_due[s], slot_group[s] = 0.0, np.inf, np.inf, -1
+    return link, clocked, lowest, fresh
 
 
 @njit(cache=True)
