@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pandas: `link_table` only (a run's report takes `link_colum
 
 Flow = tuple[str, str, float]
 
+_BATCH_KINDS_MIN = 64  # flows of a transfer whose trace tracks are looked up in one batch routing
 _SPANS_PER_FLOW_MAX = 1024  # bulk transfers larger than this record one span per source, not per flow
 PAIR_ROUTES_MAX_FLOWS = 65536  # routes of larger transfers are not kept for reuse by endpoints
 _PAIR_ROUTES_MAX_SETS = 4096  # endpoint sets whose routes are kept
@@ -377,7 +378,7 @@ class Network:
                 self.sim.env.cause = first + int(ends.argmax())
             return
         if len(group.srcs) <= _SPANS_PER_FLOW_MAX:  # a span per flow, recorded in bulk
-            tracks = track or [self.first_link_kind(s, d) for s, d in zip(group.srcs, group.dsts)]
+            tracks = track or self.first_link_kinds(group.srcs, group.dsts)
             recorder.spans(
                 group.srcs,
                 tracks,
@@ -412,7 +413,7 @@ class Network:
         interned once per step (a replayed step has the same flows)."""
         where = self._skeleton_where.get(key) if key is not None else None
         if where is None:
-            kinds = [track] * len(srcs) if track else [self.first_link_kind(s, d) for s, d in zip(srcs, dsts)]
+            kinds = [track] * len(srcs) if track else self.first_link_kinds(srcs, dsts)
             where = self.sim.recorder.skeleton_where(srcs, kinds, "comm")
             if key is not None:
                 self._skeleton_where[key] = where
@@ -429,6 +430,26 @@ class Network:
                 self._track_cache.clear()  # bounded memory
             self._track_cache[(src, dst)] = kind
         return kind
+
+    def first_link_kinds(self, srcs: list[str], dsts: list[str]) -> list[str]:
+        """`first_link_kind` of each flow; the pairs not seen yet, where there are many, routed at
+        once (`Topology.route_batch`: the same paths, in the same order, as `routes`)."""
+        cache = self._track_cache
+        missing = [i for i, pair in enumerate(zip(srcs, dsts)) if pair not in cache]
+        if len(missing) >= _BATCH_KINDS_MIN:
+            new_srcs, new_dsts = [srcs[i] for i in missing], [dsts[i] for i in missing]
+            batch = self.topology.route_batch(new_srcs, new_dsts)
+            if batch is not None:
+                _, first = np.unique(batch.owner, return_index=True)  # each flow's first path
+                at = (np.cumsum(batch.lengths) - batch.lengths)[first]
+                link_kind, flat = self.topology.link_kind, batch.flat
+                kinds = [
+                    link_kind[flat[a]] if n else "local" for a, n in zip(at.tolist(), batch.lengths[first].tolist())
+                ]
+                if len(cache) + len(kinds) > ROUTES_MAX_PAIRS:
+                    cache.clear()  # bounded memory
+                cache.update(zip(zip(new_srcs, new_dsts), kinds))
+        return [cache.get(pair) or self.first_link_kind(*pair) for pair in zip(srcs, dsts)]
 
     def link_columns(self, elapsed_s: float | None = None) -> dict[str, np.ndarray]:
         """Per link: name, kind, capacity, bytes carried, busy time and utilisation (bytes /

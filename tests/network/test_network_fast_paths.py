@@ -678,6 +678,21 @@ def _callback_run(model, spec, batched):
     return done, spans[spans["name"].str.startswith("batch")]["end_s"].tolist()
 
 
+def test_trace_tracks_of_many_flows_looked_up_at_once_are_those_of_one_by_one():
+    """A transfer's flows are traced on the kind of their first link (`first_link_kind`); the flows of
+    a large transfer not seen before are routed at once (`first_link_kinds`, `Topology.route_batch`)
+    and get the tracks the pair-by-pair lookup gives: scale-up within a host, NIC across hosts (ECMP:
+    the first path's first link), local to itself."""
+    c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2})
+    nodes = [d.node for d in c.devices]
+    pairs = [(s, d) for s in nodes for d in nodes] * 9  # each pair 9 times, itself included
+    srcs, dsts = [s for s, _ in pairs], [d for _, d in pairs]
+    one_by_one = [c.network.first_link_kind(s, d) for s, d in pairs]
+    c.network._track_cache.clear()
+    assert c.network.first_link_kinds(srcs, dsts) == one_by_one
+    assert {"scale_up", "nic", "local"} <= set(one_by_one)
+
+
 @pytest.mark.parametrize("model", ["flow", "analytical"])
 def test_per_flow_callbacks_report_each_flow_at_its_finish(model):
     """`on_flow_done` reports each flow of a call when it completes (flows without bytes or
