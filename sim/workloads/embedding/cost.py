@@ -465,15 +465,21 @@ def _flow_tuples(devices: list[str], src: np.ndarray, dst: np.ndarray, nbytes: n
     )
 
 
-def a2a_estimate_s(network, flows) -> float:
+def a2a_estimate_s(network, flows, routed: dict | None = None) -> float:
     """Bottleneck-link time of flows on the topology (even ECMP split) plus the longest path latency
-    (of each flow's first path)."""
+    (of each flow's first path). `routed`: routes of earlier calls by their endpoints, kept there."""
     if not flows:
         return 0.0
     topo = network.topology
     srcs, dsts = [f[0] for f in flows], [f[1] for f in flows]
     nbytes = np.array([float(f[2]) for f in flows])
-    batch = topo.route_batch(srcs, dsts) if len(flows) > 1 else None
+    ends = (tuple(srcs), tuple(dsts))
+    if routed is not None and ends in routed:
+        batch = routed[ends]
+    else:
+        batch = topo.route_batch(srcs, dsts) if len(flows) > 1 else None
+        if routed is not None:
+            routed[ends] = batch
     if batch is None:  # per-pair routes (memory tiers, media)
         load = np.zeros(topo.num_links)
         latency = 0.0

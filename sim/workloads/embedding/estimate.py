@@ -62,7 +62,9 @@ def allreduce_bytes(plan: Plan, config, tables) -> tuple[float, float]:
     return (total - bottom + dp) * dense.grad_bytes_per_param, bottom * dense.grad_bytes_per_param
 
 
-def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
+def estimate(plan: Plan, model: CostModel, network, config, tables, a2a_flows_by_kind: dict | None = None) -> dict:
+    """The planner's closed-form iteration estimate (per phase, per GPU). `a2a_flows_by_kind`: the
+    index, pooled and gradient all-to-alls' flows (`all_to_all_flows`), where the caller has them."""
     gpu, w, gpn = model.hw.gpu, model.num_gpus, model.gpus_per_node
     fwd: dict[int, list] = defaultdict(list)
     bwd: dict[int, list] = defaultdict(list)
@@ -76,12 +78,12 @@ def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
     host_fwd, host_bwd = host_tier_loads(fwd, model), host_tier_loads(bwd, model)
     fwd_s = np.array([model.kernel_estimate_s(fwd[r], extra[r, 0], host_fwd.get(r // gpn, {})) for r in range(w)])
     bwd_s = np.array([model.kernel_estimate_s(bwd[r], extra[r, 1], host_bwd.get(r // gpn, {})) for r in range(w)])
-    index_m, pooled_m = comm_matrices(plan.shards, model)
     nodes = network.topology.devices
-    a2a = {
-        k: a2a_estimate_s(network, a2a_flows(m, nodes, gpn, config.all_to_all))
-        for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
-    }
+    flows = a2a_flows_by_kind
+    if flows is None:
+        flows = all_to_all_flows(plan, model, nodes, config)
+    routed: dict = {}  # the index and pooled all-to-alls have the same endpoints: routed once
+    a2a = {k: a2a_estimate_s(network, f, routed) for k, f in flows.items()}
     bottom_fwd, top_s, bottom_bwd = dense_times_s(gpu, config, tables)
     ar_top, ar_bottom = allreduce_bytes(plan, config, tables)
     ar_s = 0.0
@@ -109,6 +111,15 @@ def estimate(plan: Plan, model: CostModel, network, config, tables) -> dict:
         "allreduce_bytes": (ar_top, ar_bottom),
         "hbm_bytes_per_gpu_max": float(hbm.max()),
         "embedding_s_per_gpu": (fwd_s + bwd_s).tolist(),
+    }
+
+
+def all_to_all_flows(plan: Plan, model: CostModel, nodes: list[str], config) -> dict[str, list]:
+    """The flows (`a2a_flows`) of an iteration's index, pooled and gradient all-to-alls, by kind."""
+    index_m, pooled_m = comm_matrices(plan.shards, model)
+    return {
+        k: a2a_flows(m, nodes, model.gpus_per_node, config.all_to_all)
+        for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
     }
 
 

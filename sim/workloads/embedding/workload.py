@@ -47,11 +47,10 @@ from sim.workloads.embedding.cost import (
     CACHED_PLACEMENTS,
     PLACEMENT_TIER_KIND,
     CostModel,
-    a2a_flows,
     comm_matrices,
     dram_cache_hit_rate,
 )
-from sim.workloads.embedding.estimate import dense_split, estimate, plan_summary
+from sim.workloads.embedding.estimate import all_to_all_flows, dense_split, estimate, plan_summary
 from sim.workloads.embedding.planner import build_plan, min_hosts
 
 Scheme = Literal["table_wise", "row_wise", "column_wise", "table_row_wise", "data_parallel"]
@@ -350,13 +349,10 @@ def simulate(sim, cluster, config: Config):
     gemms = config.dense.dense_gemms(config.batch_size_per_gpu, dims)
     bottom, top = dense_split(config.dense, gemms)
     passes = config.dense.pointwise_passes(config.batch_size_per_gpu, dims)
-    est = estimate(plan, model, cluster.network, config, tables)
     index_m, pooled_m = comm_matrices(plan.shards, model)
     nodes = [d.node for d in cluster.devices]
-    flows = {
-        k: a2a_flows(m, nodes, gpn, config.all_to_all)
-        for k, m in (("index", index_m), ("pooled", pooled_m), ("grad", pooled_m.T))
-    }
+    flows = all_to_all_flows(plan, model, nodes, config)
+    est = estimate(plan, model, cluster.network, config, tables, flows)
     ar_top, ar_bottom = est["allreduce_bytes"]
     rng = sim.rng("embedding.lookups")
     shares = [np.array([p for _, p in model.region_shares(s)]) for s in plan.shards]
