@@ -20,12 +20,12 @@ BYTES_PER_TABLE = 1e4  # assumption: an embedding table, its shards and planner 
 # events per all-to-all source: its process's start and end and the network updates at which its
 # flows finish (measured: the 1,024-GPU iteration's 17,231 updates for 3 x 1,152 sources, ~5 each)
 EVENTS_PER_A2A_SOURCE = 5.0
-# its events are light: the 1,024-GPU iteration's 466K events took 19.4-21.8 s on a 2-core VM at
-# 0.41-0.42x the reference speed (~17-19 us each there), the 128-GPU one's 64K 2.3 s at 0.42x (~15 us;
+# its events are light: the 1,024-GPU iteration's 466K events took 14.4-15.3 s on a 2-core VM at
+# 0.41-0.43x the reference speed (~13 us each there), the 128-GPU one's 64K 2.0 s (~13 us;
 # `python benchmarks/run.py --no-startup --only embedding-1024gpu embedding-128gpu --repeats 3`,
-# 2026-11-29, medians), the shipped 2-host scenarios ~19-27 us, against the median run's ~55 us
-# (EVENTS_PER_S, sim/scenario/estimate.py)
-EMBEDDING_EVENT_COST = 0.32
+# 2026-11-29, medians), the shipped 1- and 2-host scenarios ~7-15 us, against the median run's ~55 us
+# (EVENTS_PER_S, sim/scenario/estimate.py); 0.26 puts those runs at 0.5-1.0x their estimates
+EMBEDDING_EVENT_COST = 0.26
 
 
 def embedding_estimate(cfg, hw, network_model: str) -> Estimate:
