@@ -16,6 +16,9 @@ an exactness check) or, when its check fails, by row-level `progressive_filling`
 region not connected (by shared links) to a link where flows came or went or bundled flows run
 keep their rates too: they see the same capacity as before (`_affected`).
 
+Once the table fills compiled, a refill runs in one compiled call (sim/network/refill_kernel.py), back
+here only where clocks must first be turned into per-flow rows.
+
 After a bundled refill the bundled flows of the region join their bundle's *clock*
 (sim/network/flow_clocks.py): flows that share the bundle's rate, kept as one row (their number on the
 bundle's shared links, their edge entries summed per link) with bytes left read off the clock.
@@ -215,20 +218,14 @@ class FlowTable(FlowSlots):
         """The flows of `region` whose rate can change: those connected (through shared links, by
         flows of `region`) to a link where flows started or finished or where bundled flows run.
         A group of flows connected to none of these sees the same capacity as before and keeps
-        its (max-min fair) rates, e.g. the NVLink flows of a host while only network flows change."""
+        its (max-min fair) rates, e.g. the NVLink flows of a host while only network flows change. (A
+        table that fills compiled picks them in its one-call refill: sim/network/refill_kernel.py.)"""
         single = self.bundle[region] < 0
         if not single.any():
             return region
         dirty = self.link_bundled > 0
         dirty[changed] = True
         flows = region[single]
-        if self.compiled:  # the same closure in one compiled call
-            from sim.network.region_kernel import connected
-
-            hit = connected(flows, self.start, self.length, self._entries.arrays["link"], dirty)
-            keep = ~single
-            keep[single] = hit
-            return region[keep]
         lengths = self.length[flows]
         link = self._entries.arrays["link"][ranges(self.start[flows], lengths)]
         row = owners(lengths)

@@ -6,7 +6,8 @@ flow_slots.py and flow_clocks.py do as numpy calls on a small table.
   the units' shared entries, the edge entries (the clocks' pairs, found through the pairs grouped by
   bundle, then the flows' own), the rows' old rates. `load` (`FlowTable._load`): the load rows put
   on each link.
-- `connected` (`FlowTable._affected`): the loose unbundled flows a change can affect.
+- `connected` (`FlowTable._affected`, in the one-call refill of sim/network/refill_kernel.py): the loose
+  unbundled flows a change can affect.
 - `leave_links` (`FlowSlots.remove`): finished flows leave their links' sums; `remove_slots`: that
   with the flows' rates before and their slots cleared after.
 - `apply_pairs` (`BundleClocks._add_pairs`): members' edge entries onto their clocks' pairs.

@@ -779,10 +779,9 @@ def _same(a, b) -> bool:
 @RUNS
 @given(st.integers(0, 2**32 - 1))
 def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(seed):
-    """Once a table fills compiled it also picks the flows a change can affect (`_affected`),
-    gathers a refill's rows (`_prepare`: bundled flows first, units, shared and edge entries, the
-    clocks' pairs, old rates, old load, residual capacity) and sums loads (`_load`) compiled
-    (sim/network/region_kernel.py). On an oversubscribed leaf-spine,
+    """Once a table fills compiled it also gathers a refill's rows (`_prepare`: bundled flows first,
+    units, shared and edge entries, the clocks' pairs, old rates, old load, residual capacity) and
+    sums loads (`_load`) compiled (sim/network/region_kernel.py). On an oversubscribed leaf-spine,
     with clocks and fractional edge entries (per-link sums depend on their order), every refill's
     rows and loads come out of both paths the same to the last bit."""
     mode = {"compiled": False}
@@ -814,17 +813,6 @@ def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(se
     def same_load(plain, compiled):
         assert _same(plain, compiled)
 
-    affected = FlowTable._affected
-
-    def both_affected(table, region, changed):  # the flows a refill takes (`dirty` is per call)
-        mode["compiled"] = False
-        plain = affected(table, region, changed)
-        mode["compiled"] = True
-        compiled = affected(table, region, changed)
-        mode["compiled"] = False
-        assert _same(plain, compiled)
-        return plain
-
     rng = np.random.default_rng(seed)
     capacity, shared, path = leaf_spine(4, 6, 10e9, 10e9 / 4)
     table = FlowTable(capacity, shared)
@@ -832,7 +820,6 @@ def test_a_refills_rows_and_loads_compiled_are_the_numpy_ones_to_the_last_bit(se
         patch.setattr(FlowTable, "compiled", property(lambda self: mode["compiled"]))
         patch.setattr(FlowTable, "_prepare", both(prepare, same_prepare))
         patch.setattr(FlowTable, "_load", both(load, same_load))
-        patch.setattr(FlowTable, "_affected", both_affected)
         refill_until_done(table, rng, shared, path, hosts=24, steps=80)
     assert refills and max(clocked) > 0  # refills with clocks among their rows
 
@@ -925,10 +912,13 @@ def _in_lockstep(rng, uplink: float) -> None:
                 table.remove(done)
 
 
-def test_flows_connected_to_no_change_keep_their_rates_compiled_as_in_numpy(monkeypatch):
+def test_flows_connected_to_no_change_keep_their_rates_compiled_as_in_numpy():
     """A refill leaves out loose unbundled flows connected (through shared edge links, by such
     flows) to no link where flows came or went and no link carrying bundled flows: they see the same
-    capacity as before (`FlowTable._affected`). The compiled closure picks the same flows."""
+    capacity as before (`FlowTable._affected`). The compiled refill's region (refill_kernel's
+    `_region`, through region_kernel's `connected`) is the same flows."""
+    from sim.network.refill_kernel import _region
+
     capacity, shared, path = leaf_spine(2, 4, 10e9, 10e9 / 4)
     table = FlowTable(capacity, shared)
     quiet = [path(3, 2)]  # same leaf, links of its own
@@ -936,12 +926,13 @@ def test_flows_connected_to_no_change_keep_their_rates_compiled_as_in_numpy(monk
     lengths, flat, weights = flows_on(quiet + chained)
     table.add(flat, weights, lengths, np.full(4, 1e9), np.zeros(4, dtype=int), np.arange(4), 0.0)
     table.recompute(0.0)
-    region, changed = table.slots(), np.array(path(6, 7))  # a flow arrives on leaf 1's hosts 6 and 7
-    picked = {}
-    for compiled in (False, True):
-        monkeypatch.setattr(FlowTable, "compiled", property(lambda self, c=compiled: c))
-        picked[compiled] = table._affected(region, changed)
-    assert picked[False].tolist() == picked[True].tolist() == [1, 2, 3]  # all but the quiet flow
+    loose, changed = table._loose, np.array(path(6, 7))  # a flow arrives on leaf 1's hosts 6 and 7
+    a = table._slots.arrays
+    compiled = _region(
+        loose, -np.inf, changed, a["bundle"], a["fresh"], a["rate"], a["start"], a["length"],
+        table._entries.arrays["link"], table.link_bundled,
+    )  # fmt: skip
+    assert compiled.tolist() == table._affected(loose, changed).tolist() == [1, 2, 3]  # all but the quiet flow
 
 
 @RUNS
