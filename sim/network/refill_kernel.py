@@ -37,20 +37,21 @@ from sim.network.region_kernel import connected, load, prepare, settle_rows
 _COMPILED_IN = ("region_kernel.py", "filling_kernel.py", "max_min.py")
 
 
-def _drop_stale_cache() -> None:
+def drop_stale_cache(module: Path, compiled_in: tuple[str, ...]) -> bool:
     """numba drops a cached kernel when the file that defines it changes, not when a file whose
-    kernels it calls does: this module's cache goes when one of those is newer than it."""
-    here = Path(__file__)
-    cache = here.parent / "__pycache__"
-    index = list(cache.glob(f"{here.stem}.*.nbi"))
-    if index and max((here.parent / name).stat().st_mtime for name in _COMPILED_IN) > min(
-        p.stat().st_mtime for p in index
-    ):
-        for stale in cache.glob(f"{here.stem}.*.nb[ic]"):
-            stale.unlink(missing_ok=True)
+    kernels it calls does: drop `module`'s cache (its `__pycache__` index and data files) when one of
+    `compiled_in` (beside it) is newer than it. Returns whether it did."""
+    cache = module.parent / "__pycache__"
+    index = list(cache.glob(f"{module.stem}.*.nbi"))
+    newest = max((module.parent / name).stat().st_mtime for name in compiled_in)
+    if not index or newest <= min(p.stat().st_mtime for p in index):
+        return False
+    for stale in cache.glob(f"{module.stem}.*.nb[ic]"):
+        stale.unlink(missing_ok=True)
+    return True
 
 
-_drop_stale_cache()
+drop_stale_cache(Path(__file__), _COMPILED_IN)
 
 NOTHING = 0  # no rate can change
 UNCLOCK = 1  # the region has clocks but may not be filled bundled: stopped before gathering rows

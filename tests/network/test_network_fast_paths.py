@@ -868,6 +868,33 @@ def test_a_refill_in_one_compiled_call_takes_every_way_of_the_step_by_step_one()
     } <= outcomes, outcomes
 
 
+def test_a_kernel_cache_goes_when_a_file_it_compiles_in_is_newer(tmp_path):
+    """numba keeps a compiled kernel until the file defining it changes; the one-call refill compiles
+    in kernels of other files, so its cache is dropped when one of those is newer than it."""
+    import os
+
+    from sim.network.refill_kernel import drop_stale_cache
+
+    module, other = tmp_path / "fused.py", tmp_path / "calls.py"
+    module.write_text("")
+    other.write_text("")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    files = [
+        cache / "fused.refill-10.py311.nbi",
+        cache / "fused.refill-10.py311.1.nbc",
+        cache / "calls.fill-3.py311.nbi",
+    ]
+    for f in files:
+        f.write_text("")
+        os.utime(f, (2000.0, 2000.0))
+    os.utime(other, (1000.0, 1000.0))
+    assert not drop_stale_cache(module, ("calls.py",)) and all(f.exists() for f in files)  # older: kept
+    os.utime(other, (3000.0, 3000.0))
+    assert drop_stale_cache(module, ("calls.py",))  # newer: the module's own cache goes, no other
+    assert [f.exists() for f in files] == [False, False, True]
+
+
 def _in_lockstep(rng, uplink: float) -> None:
     """Two tables on a leaf-spine of 4 leaves of 6 hosts (10 Gb/s NICs, `uplink` per leaf), one
     summing compiled and one not, take the same flows and refills; after each refill their per-link
