@@ -40,14 +40,19 @@ _COMPILED_IN = ("region_kernel.py", "filling_kernel.py", "max_min.py")
 def drop_stale_cache(module: Path, compiled_in: tuple[str, ...]) -> bool:
     """numba drops a cached kernel when the file that defines it changes, not when a file whose
     kernels it calls does: drop `module`'s cache (its `__pycache__` index and data files) when one of
-    `compiled_in` (beside it) is newer than it. Returns whether it did."""
+    `compiled_in` (beside it) is newer than it. Returns whether it did. (A cache numba keeps
+    elsewhere - NUMBA_CACHE_DIR, or a user cache beside a read-only install - is left alone: there the
+    sources do not change.)"""
     cache = module.parent / "__pycache__"
-    index = list(cache.glob(f"{module.stem}.*.nbi"))
-    newest = max((module.parent / name).stat().st_mtime for name in compiled_in)
-    if not index or newest <= min(p.stat().st_mtime for p in index):
+    try:
+        index = list(cache.glob(f"{module.stem}.*.nbi"))
+        newest = max((module.parent / name).stat().st_mtime for name in compiled_in)
+        if not index or newest <= min(p.stat().st_mtime for p in index):
+            return False
+        for stale in cache.glob(f"{module.stem}.*.nb[ic]"):
+            stale.unlink(missing_ok=True)
+    except OSError:  # unreadable or read-only: nothing to drop here
         return False
-    for stale in cache.glob(f"{module.stem}.*.nb[ic]"):
-        stale.unlink(missing_ok=True)
     return True
 
 
