@@ -70,10 +70,11 @@ class BundleClocks:
         self._pair_of: dict[int, int] = {}  # bundle x num_links + link -> pair
         none = np.zeros(0, dtype=np.int64)
         self._sorted: tuple[np.ndarray, np.ndarray] = (none, none)  # (codes ascending, their pairs)
-        self._by_bundle: tuple[np.ndarray, np.ndarray, int] = (
+        self._by_bundle: tuple[np.ndarray, np.ndarray, int, bool] = (
             np.zeros(1, dtype=np.int64),
             none,
             0,
+            True,
         )  # `pairs_by_bundle`
         self.members = 0
 
@@ -161,17 +162,21 @@ class BundleClocks:
         live = valid_all(keys, slots)
         return slots[live], keys[live]
 
-    def pairs_by_bundle(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """(start of each bundle's run, pair ids by bundle (ascending within a bundle), pairs grouped):
-        the pairs made before the last grouping, grouped by bundle; those made since (up to
-        `RESORT_PAIRS` or a quarter more) are not in it. Grouped again when more were made."""
-        start, ids, grouped = self._by_bundle
+    def pairs_by_bundle(self) -> tuple[np.ndarray, np.ndarray, int, bool]:
+        """(start of each bundle's run, pair ids by bundle (ascending within a bundle), pairs grouped,
+        whether they are numbered bundle by bundle): the pairs made before the last grouping,
+        grouped by bundle; those made since (up to `RESORT_PAIRS` or a quarter more) are not in it.
+        Grouped again when more were made. Pairs made in one join are numbered by (bundle, link),
+        so a table whose pairs came in its first join has its ids in order (runs in bundle order
+        are then in pair order)."""
+        start, ids, grouped, in_order = self._by_bundle
         size = self.pairs.size
         if size - grouped > max(RESORT_PAIRS, grouped // 4) or (grouped == 0 and size):
             bundle = self.pairs.arrays["bundle"][:size]
-            ids = np.argsort(bundle, kind="stable")
+            in_order = bool(np.all(bundle[1:] >= bundle[:-1]))
+            ids = np.arange(size) if in_order else np.argsort(bundle, kind="stable")
             start = np.concatenate([[0], np.cumsum(np.bincount(bundle, minlength=self.state.size))])
-            self._by_bundle = (start, ids, size)
+            self._by_bundle = (start, ids, size, in_order)
         return self._by_bundle
 
     def region_pairs(self, clocks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

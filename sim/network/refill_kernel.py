@@ -189,6 +189,7 @@ def refill(  # pragma: no cover (compiled)
     by_bundle_start,
     by_bundle,
     grouped,
+    in_order,
     store_start,
     store_length,
     bundle_link,
@@ -215,7 +216,7 @@ def refill(  # pragma: no cover (compiled)
         prepare(
             flows, clocks, slot_bundle, slot_start, slot_length, slot_fresh, slot_rate, entry_link, entry_weight,
             clock_count, clock_rate, pair_bundle, pair_link, pair_weight, pair_count, n_pairs, by_bundle_start,
-            by_bundle, grouped, store_start, store_length, bundle_link, bundle_weight,
+            by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight,
         )
     )  # fmt: skip
     num_links = len(capacity)

@@ -75,15 +75,18 @@ def prepare(  # pragma: no cover (compiled)
     by_bundle_start,
     by_bundle,
     grouped,
+    in_order,
     store_start,
     store_length,
     bundle_link,
     bundle_weight,
 ):
-    """The rows of a refill of loose `flows` and `clocks` (bundle ids): (flows bundled first, unit
-    per bundled row, bundle id per unit, multiplicity per bundled row, shared entries (unit, link,
-    weight), edge entries (row, link, weight), edge entries of bundled rows, old rates, members of
-    the clocks). See `FlowTable._parts` for what each is."""
+    """The rows of a refill of loose `flows` and `clocks` (bundle ids, ascending): (flows bundled
+    first, unit per bundled row, bundle id per unit, multiplicity per bundled row, shared entries
+    (unit, link, weight), edge entries (row, link, weight), edge entries of bundled rows, old rates,
+    members of the clocks). See `FlowTable._parts` for what each is. `in_order`: the grouped pairs
+    are numbered bundle by bundle (`by_bundle` ascending), so the clocks' runs, taken in clock
+    order, are already in pair order."""
     n, c = len(flows), len(clocks)
     ordered = np.empty(n, np.int64)
     k = 0
@@ -134,10 +137,32 @@ def prepare(  # pragma: no cover (compiled)
     row_of = np.full(len(clock_count), -1, np.int64)
     for i in range(c):
         row_of[clocks[i]] = i
-    # the clocks' non-empty pairs, in pair order: marked through the pairs grouped by bundle (and
-    # the pairs made since they were grouped), then read off the marks
+    # the clocks' non-empty pairs, in pair order: where the grouped pairs are numbered bundle by
+    # bundle, each clock's run in clock order (then the pairs made since they were grouped); else
+    # marked through the pairs grouped by bundle (and those made since), then read off the marks
     selected = np.empty(0, np.int64)
-    if c:
+    if c and in_order:
+        marked = 0
+        for i in range(c):
+            b = clocks[i]
+            if b + 1 < len(by_bundle_start):
+                for p in range(by_bundle_start[b], by_bundle_start[b + 1]):
+                    marked += pair_count[p] > 0
+        for p in range(grouped, n_pairs):
+            marked += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+        selected = np.empty(marked + 1, np.int64)  # one spare: written without branches
+        k = 0
+        for i in range(c):
+            b = clocks[i]
+            if b + 1 < len(by_bundle_start):
+                for p in range(by_bundle_start[b], by_bundle_start[b + 1]):
+                    selected[k] = p
+                    k += pair_count[p] > 0
+        for p in range(grouped, n_pairs):
+            selected[k] = p
+            k += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+        selected = selected[:k]
+    elif c:
         mark = np.zeros(n_pairs, np.bool_)
         marked = 0
         for i in range(c):

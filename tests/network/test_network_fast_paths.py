@@ -1063,8 +1063,30 @@ def test_pairs_grouped_by_bundle_list_each_bundles_pairs_made_before_the_groupin
         bundles = rng.integers(0, 6, n)
         link = rng.integers(0, 50, n)
         clocks.join(np.arange(n) + 10 * step, bundles, np.full(n, 1e6), (np.arange(n), link, np.ones(n)))
-        start, ids, grouped = clocks.pairs_by_bundle()
+        start, ids, grouped, in_order = clocks.pairs_by_bundle()
         made = clocks.pairs.arrays["bundle"][:grouped].tolist()
         assert 0 < grouped <= clocks.pairs.size <= grouped + max(8, grouped // 4)
         for b in range(6):
             assert ids[start[b] : start[b + 1]].tolist() == [p for p, owner in enumerate(made) if owner == b]
+        assert in_order == (made == sorted(made))  # numbered bundle by bundle: the runs are in pair order
+        assert not in_order or ids.tolist() == list(range(grouped))
+
+
+def test_a_refill_takes_its_clocks_pairs_run_by_run_or_by_marks_in_the_same_order(monkeypatch):
+    """A compiled refill gathers its clocks' pairs in pair order (region_kernel `prepare`): run by
+    run in clock order where the grouped pairs are numbered bundle by bundle (a table whose pairs
+    came in its first join), else by marking them through the runs and reading the marks off.
+    Regrouped often, the pairs of tables in lockstep come both ways, and each refill's rows are
+    those of the table that never compiles, to the bit."""
+    monkeypatch.setattr(flow_clocks, "RESORT_PAIRS", 8)
+    pairs_by_bundle, ways = BundleClocks.pairs_by_bundle, set()
+
+    def spy(clocks):
+        grouping = pairs_by_bundle(clocks)
+        ways.add(grouping[3])
+        return grouping
+
+    monkeypatch.setattr(BundleClocks, "pairs_by_bundle", spy)
+    for seed in range(4):
+        _in_lockstep(np.random.default_rng(seed), uplink=10e9 / 4)
+    assert ways == {True, False}
