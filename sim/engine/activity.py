@@ -25,6 +25,10 @@ import numpy as np
 
 from sim.engine.codes import distinct
 
+# intervals from which `union` merges compiled (sim/engine/union_kernel.py): below, numpy costs less
+# than loading numba (~0.35 s), which a small run then never does
+COMPILED_UNION_MIN = 200_000
+
 
 class SpanActivity:
     """Recorder observer: busy intervals per (component, track, category), merged in batches."""
@@ -202,10 +206,14 @@ def block_edges(load: np.ndarray, block: float) -> np.ndarray:
 
 
 def _union(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`union` of intervals merged at once."""
+    """`union` of intervals merged at once (many: the merge compiled, sim/engine/union_kernel.py)."""
     if not len(group):
         return group, start, end
     order = np.lexsort((start, group))
+    if len(group) >= COMPILED_UNION_MIN:
+        from sim.engine.union_kernel import merge_sorted  # numba: imported when first needed
+
+        return merge_sorted(order, group, np.asarray(start, dtype=float), np.asarray(end, dtype=float))
     g, s, e = group[order], start[order], end[order]
     new_group = np.r_[True, g[1:] != g[:-1]]
     # running max of ends within each group: offset groups so that they never interleave

@@ -1,7 +1,8 @@
 """The energy report's per-device activity sweep (sim/energy/meter.py `_sweep`, and compiled for many
 intervals in sim/energy/sweep_kernel.py): busy segments of constant activity from each device's merged
 compute and comm intervals. Both paths give the same segments, value for value, and the segments
-are what a direct per-device timeline says."""
+are what a direct per-device timeline says. The merge before it (`union`, compiled for many
+intervals in sim/engine/union_kernel.py) gives the same intervals either way, to the bit."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from sim.energy import meter
 from sim.energy.meter import _sweep
 from sim.energy.sweep_kernel import sweep
+from sim.engine import activity
 from sim.engine.activity import union
 
 
@@ -24,6 +26,32 @@ def merged_intervals(seed: int, devices: int, per_device: int):
     start = rng.integers(0, 40, n) * 0.25
     end = start + rng.integers(0, 6, n) * 0.25
     return union(device * 2 + state, start, end)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_union_merged_compiled_is_the_numpy_one_to_the_last_bit(monkeypatch, seed):
+    """Intervals on a coarse grid (ties, touching and zero-length ones), or spread over many orders
+    of magnitude (offsets that round), in few or many groups: merged compiled
+    (`merge_sorted`, the intervals read through their sort order) or with numpy, the same groups,
+    starts and ends, bit for bit; and the result is disjoint and sorted within each group."""
+    rng = np.random.default_rng(seed)
+    n = 3000
+    group = rng.integers(0, [1, 4, 40, 3000][seed % 4], n)
+    if seed % 2:
+        start = rng.integers(0, 50, n) * 0.1
+        end = start + rng.integers(0, 10, n) * 0.1
+    else:
+        start = rng.random(n) * 10.0 ** rng.uniform(-6, 6, n)
+        end = start + rng.random(n) * 10.0 ** rng.uniform(-6, 3, n) * (rng.random(n) < 0.9)
+    monkeypatch.setattr(activity, "COMPILED_UNION_MIN", n + 1)
+    expected = union(group, start, end)
+    monkeypatch.setattr(activity, "COMPILED_UNION_MIN", 1)
+    got = union(group, start, end)
+    for e, g in zip(expected, got):
+        assert e.dtype == g.dtype and e.tobytes() == g.tobytes()
+    g, s, e = got
+    same = g[1:] == g[:-1]
+    assert (np.diff(g) >= 0).all() and (s[1:][same] > e[:-1][same]).all()
 
 
 @pytest.mark.parametrize("seed", range(6))
