@@ -281,7 +281,11 @@ class FlowNetwork(Network):
         """Tell the traffic observers what links whose rate changed (`everything`: every link) have
         moved since their rate was last reported: one interval per link at its constant rate (the
         same bytes as one interval per update, summed in another order), so an update costs the
-        links whose rate changed, a few hundred of the thousands that carry flows."""
+        links whose rate changed, a few hundred of the thousands that carry flows. The intervals
+        go by start (stable: in link order among equal starts): they start at one of a few earlier
+        updates, so an observer that bins intervals of equal timing together (`LinkTraffic`) finds
+        them in a few runs; each link appears once per call, and among intervals of one timing the
+        order is the links', so what each link, row or bin sums comes in the same order."""
         if not self.traffic_observers:
             return
         rate, reported = self._table.link_rate, self._reported_rate
@@ -304,6 +308,8 @@ class FlowNetwork(Network):
             if everything:
                 moving, t0, span = moving[span > 0], t0[span > 0], span[span > 0]
             if len(moving):
+                by_time = np.argsort(t0, kind="stable")
+                moving, t0, span = moving[by_time], t0[by_time], span[by_time]
                 t1 = np.full(len(moving), now)
                 nbytes = reported[moving] * span
                 ones = np.ones(len(moving), dtype=np.int64)

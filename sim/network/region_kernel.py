@@ -43,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+_FEW_TIMES = 32  # distinct times `by_time` orders by counting
+
 
 @njit(cache=True)
 def _copy_entries(value, start, length, from_link, from_weight, row, link, weight, j):  # pragma: no cover (compiled)
@@ -470,11 +472,51 @@ def settle_rows(  # pragma: no cover (compiled)
 
 
 @njit(cache=True)
+def by_time(times):  # pragma: no cover (compiled)
+    """The order that sorts `times` ascending, stable (`np.argsort(times, kind="stable")`): by
+    counting where they take a few distinct values (a rate update's intervals start at one of a
+    few earlier updates), else by merge sort."""
+    n = len(times)
+    distinct = np.empty(_FEW_TIMES)
+    code = np.empty(n, np.int64)
+    d = 0
+    for i in range(n):
+        found = -1
+        for j in range(d):
+            if distinct[j] == times[i]:
+                found = j
+                break
+        if found < 0:
+            if d == _FEW_TIMES:
+                return np.argsort(times, kind="mergesort")
+            distinct[d] = times[i]
+            found = d
+            d += 1
+        code[i] = found
+    rank = np.empty(d, np.int64)
+    ranked = np.argsort(distinct[:d])  # distinct values: no ties
+    for r in range(d):
+        rank[ranked[r]] = r
+    first = np.zeros(d + 1, np.int64)
+    for i in range(n):
+        first[rank[code[i]] + 1] += 1
+    for r in range(d):
+        first[r + 1] += first[r]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        r = rank[code[i]]
+        order[first[r]] = i
+        first[r] += 1
+    return order
+
+
+@njit(cache=True)
 def report_rates(rate, reported, since, now, everything):  # pragma: no cover (compiled)
     """`FlowNetwork._report_rates`' intervals: the links whose reported rate differs from their rate
-    (`everything`: every link with a reported rate), in link order; of those with a reported rate
-    (and, with `everything`, time since), (link, reported since, bytes moved since at that rate).
-    Their `since` becomes `now`; their reported rate their rate (unless `everything`)."""
+    (`everything`: every link with a reported rate); of those with a reported rate (and, with
+    `everything`, time since), (link, reported since, bytes moved since at that rate), by time
+    since (`by_time`), in link order among equal times. Their `since` becomes `now`; their
+    reported rate their rate (unless `everything`)."""
     n = 0
     for k in range(len(rate)):
         if reported[k] != 0 and (everything or reported[k] != rate[k]):
@@ -494,4 +536,5 @@ def report_rates(rate, reported, since, now, everything):  # pragma: no cover (c
             since[k] = now
             if not everything:
                 reported[k] = rate[k]
-    return links, t0, nbytes
+    order = by_time(t0)
+    return links[order], t0[order], nbytes[order]

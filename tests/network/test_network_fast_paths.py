@@ -1048,6 +1048,21 @@ def test_a_network_whose_table_sums_compiled_reports_the_same_rate_intervals(mon
         run(load_scenario("scenarios/emb-dlrm-16x8-a100-fat-tree-oversub.yaml"))
     assert len(calls[0]) > 100
     assert calls[0] == calls[10**12]
+    for t0, _, links, *_ in calls[0]:  # by start, in link order among equal starts
+        assert sorted(zip(t0, links)) == list(zip(t0, links))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_intervals_ordered_by_time_compiled_are_in_a_stable_sorts_order(seed):
+    """A rate update hands its intervals over by start (`region_kernel.by_time`): counted where they
+    start at a few distinct times, merge-sorted where at many; either way the order of a stable
+    sort, equal times keeping their order."""
+    from sim.network.region_kernel import _FEW_TIMES, by_time
+
+    rng = np.random.default_rng(seed)
+    distinct = [1, 3, _FEW_TIMES, _FEW_TIMES + 1, 500, 1][seed]
+    times = rng.choice(rng.random(distinct) * 10.0, size=[0, 1, 2000, 2000, 2000, 700][seed])
+    assert by_time(times).tolist() == np.argsort(times, kind="stable").tolist()
 
 
 def test_pairs_grouped_by_bundle_list_each_bundles_pairs_made_before_the_grouping(monkeypatch):
