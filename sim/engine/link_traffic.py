@@ -29,6 +29,7 @@ _PROFILES_MAX = 16384  # step profiles kept (~1 KB each; bounded memory: a step 
 # numpy costs less than loading numba (~0.35 s), which a small run then never does
 COMPILED_SPREAD_MIN = 20_000
 _RUNS_MIN = 64  # intervals from which `_timings` looks for runs of one timing
+_DENSE_SUMS_MAX = 1 << 22  # (timing, row) codes summed in a dense array by `spread_kernel.row_sums` (32 MB)
 
 
 class AdaptiveBins:
@@ -381,6 +382,15 @@ class LinkTraffic:
         ([t0, t1] of it): weighted sums per distinct (timing, row), spread into the bins."""
         self._bytes += float(entry_bytes.sum())
         starts, ends, interval, n = _timings(t0, t1, interval)
+        if len(flat) >= COMPILED_SPREAD_MIN:  # the same sums, compiled (sim/engine/spread_kernel.py)
+            from sim.engine.spread_kernel import row_sums
+
+            flat, interval = flat.astype(np.int64, copy=False), interval.astype(np.int64, copy=False)
+            for rows, coef, bins in self.row_sets:
+                codes, sums = row_sums(interval, flat, entry_bytes, rows, coef, n, bins.rows, _DENSE_SUMS_MAX)
+                k = codes // bins.rows
+                bins.spread(codes % bins.rows, starts[k], ends[k], sums)
+            return
         for rows, coef, bins in self.row_sets:
             r, c = (
                 np.take(rows, flat, axis=0),

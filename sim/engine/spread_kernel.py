@@ -50,3 +50,55 @@ def spread(direct, rate, bins, width, rows, t0, t1, amounts):  # pragma: no cove
     for i in range(n):
         if not point[i] and hi[i] - lo[i] > 1:
             rate[rows[i] * (bins + 1) + hi[i]] += -(density[i] * width)
+
+
+@njit(cache=True)
+def row_sums(timing, flat, entry_bytes, rows, coef, n_timings, width, dense_max):  # pragma: no cover (compiled)
+    """`link_traffic._spread_rows`' sums for `LinkTraffic._bin`: entry i moves `entry_bytes[i]` on link
+    `flat[i]` in timing `timing[i]`; each of the link's slots j adds `coef[link, j] x bytes` to row
+    `rows[link, j]`. Returns (code = timing x width + row, sum) of the codes whose sum is not 0, codes
+    ascending, each sum added in entry order then slot order (the numpy path's `bincount` over the
+    flattened entries): in a dense array of the codes where there are at most `dense_max`, else
+    over the codes sorted stably."""
+    n, slots = len(flat), rows.shape[1]
+    m = n * slots
+    if n_timings * width <= dense_max:
+        dense = np.zeros(n_timings * width)
+        for i in range(n):
+            link, base = flat[i], timing[i] * width
+            for j in range(slots):
+                dense[base + rows[link, j]] += coef[link, j] * entry_bytes[i]
+        k = 0
+        for c in range(len(dense)):
+            k += dense[c] != 0
+        codes = np.empty(k, np.int64)
+        sums = np.empty(k)
+        k = 0
+        for c in range(len(dense)):
+            if dense[c] != 0:
+                codes[k], sums[k] = c, dense[c]
+                k += 1
+        return codes, sums
+    code = np.empty(m, np.int64)
+    amount = np.empty(m)
+    for i in range(n):
+        link, base = flat[i], timing[i] * width
+        for j in range(slots):
+            code[i * slots + j] = base + rows[link, j]
+            amount[i * slots + j] = coef[link, j] * entry_bytes[i]
+    order = np.argsort(code, kind="mergesort")
+    codes = np.empty(m, np.int64)
+    sums = np.empty(m)
+    k = -1
+    for q in range(m):
+        e = order[q]
+        if k < 0 or code[e] != codes[k]:
+            k += 1
+            codes[k], sums[k] = code[e], 0.0
+        sums[k] += amount[e]
+    keep = 0
+    for q in range(k + 1):
+        if sums[q] != 0:
+            codes[keep], sums[keep] = codes[q], sums[q]
+            keep += 1
+    return codes[:keep].copy(), sums[:keep].copy()

@@ -1,6 +1,8 @@
 """`AdaptiveBins.spread` (sim/engine/link_traffic.py) spreads amounts uniformly over intervals into
 time bins; calls with many amounts run compiled (sim/engine/spread_kernel.py). Both paths give the
-same bins to the last bit, and a spread keeps every amount (the bins sum to the amounts added)."""
+same bins to the last bit, and a spread keeps every amount (the bins sum to the amounts added).
+So does `LinkTraffic`'s binning of many link entries at once, whose weighted sums per (timing, row)
+are made compiled (`row_sums`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 import sim.engine.link_traffic as link_traffic
-from sim.engine.link_traffic import AdaptiveBins
+from sim.engine.link_traffic import AdaptiveBins, LinkTraffic
 
 
 def random_amounts(seed: int, n: int, rows: int):
@@ -43,3 +45,39 @@ def test_one_amount_over_three_bins_goes_to_each_in_proportion(monkeypatch):
     bins = AdaptiveBins(1, 8, width_s=1.0)
     bins.spread([0], [0.5], [3.5], [3.0])
     assert bins.values()[0].tolist() == [0.5, 1.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dense", [True, False])
+def test_link_traffic_sums_many_entries_compiled_into_the_same_bins_as_numpy(seed, dense, monkeypatch):
+    """Sub-flows over links whose bytes weigh into 3 slots of rows (some slots unused: coefficient
+    0), in runs of one timing and scattered timings, binned by two row sets: summed per (timing,
+    row) compiled - in a dense array, or over the codes sorted where the dense array would be too
+    large - or with numpy, the bins are the same to the last bit."""
+    rng = np.random.default_rng(seed)
+    links, n = 40, 3000
+    row_sets = []
+    for n_rows in (5, 23):
+        rows = rng.integers(0, n_rows, (links, 3))
+        coef = rng.uniform(0.1, 2.0, (links, 3)) * (rng.random((links, 3)) < 0.8)
+        row_sets.append((rows, coef, n_rows))
+    lengths = rng.integers(1, 4, n)
+    flat = rng.integers(0, links, int(lengths.sum()))
+    start = rng.choice(rng.uniform(0, 10, 50), n) if seed % 2 else np.repeat(rng.uniform(0, 10, 60), n // 60)
+    end = start + rng.choice([0.0, 0.3, 2.0], n)
+    nbytes = rng.uniform(1, 1e6, n)
+    bins = {}
+    for compiled in (False, True):
+        monkeypatch.setattr(link_traffic, "COMPILED_SPREAD_MIN", 0 if compiled else 10**9)
+        monkeypatch.setattr(link_traffic, "_DENSE_SUMS_MAX", 1 << 22 if dense else 0)
+        traffic = LinkTraffic([(rows, coef, AdaptiveBins(r, 64)) for rows, coef, r in row_sets])
+        for lo in range(0, n, 1000):
+            part = slice(lo, lo + 1000)
+            first = int(lengths[:lo].sum())
+            links_of = flat[first : first + int(lengths[part].sum())]
+            traffic.on_subflows(start[part], end[part], links_of, lengths[part], nbytes[part])
+        traffic.flush()
+        bins[compiled] = [b for _, _, b in traffic.row_sets]
+    for plain, fast in zip(bins[False], bins[True]):
+        assert fast.width_s == plain.width_s
+        assert fast._direct.tobytes() == plain._direct.tobytes() and fast._rate.tobytes() == plain._rate.tobytes()
