@@ -387,7 +387,8 @@ class LinkTraffic:
 
             flat, interval = flat.astype(np.int64, copy=False), interval.astype(np.int64, copy=False)
             for rows, coef, bins in self.row_sets:
-                codes, sums = row_sums(interval, flat, entry_bytes, rows, coef, n, bins.rows, _DENSE_SUMS_MAX)
+                dense = min(4 * len(flat) * rows.shape[1] + 4096, _DENSE_SUMS_MAX)  # as `_spread_rows`
+                codes, sums = row_sums(interval, flat, entry_bytes, rows, coef, n, bins.rows, dense)
                 k = codes // bins.rows
                 bins.spread(codes % bins.rows, starts[k], ends[k], sums)
             return
