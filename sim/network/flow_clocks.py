@@ -34,6 +34,8 @@ from sim.engine.codes import distinct, ranges
 from sim.network.flow_bundles import Growable
 from sim.network.max_min import DONE_BYTES, finish_and_due
 
+FEW_PAIR_ENTRIES = 32  # entries added to their pairs one by one (more: summed per pair first)
+
 _NO_FLAGS = np.zeros(0, dtype=bool)
 _NO_KEYS = np.zeros(0)
 RESORT_PAIRS = 1024  # pairs made since the codes were last sorted, from which they are sorted again
@@ -254,7 +256,25 @@ class BundleClocks:
     ) -> None:
         """Members (by bundle, with their edge entries) leave; the table has already marked their
         slots dead, so `valid` rejects their heap entries. `compiled`: as in `join`, with `members`
-        (as in `due_members`) for the heaps."""
+        (as in `due_members`) for the heaps: in one compiled call where it finds every pair among
+        the sorted codes (sim/network/clock_kernel.py; the same sums, heaps and times)."""
+        if compiled and members is not None and valid is not None:
+            from sim.network.clock_kernel import leave
+
+            self._to_pool()
+            a, p = self.state.arrays, self.pairs.arrays
+            owner, link, weight = edge
+            sorted_codes, sorted_pairs = self._sorted
+            alive, clocked, key = members
+            if leave(
+                np.ascontiguousarray(bundles, dtype=np.int64), np.ascontiguousarray(owner, dtype=np.int64),
+                np.ascontiguousarray(link, dtype=np.int64), np.ascontiguousarray(weight, dtype=float),
+                self.num_links, sorted_codes, sorted_pairs, p["weight"], p["count"], a["count"], a["head"], a["rate"],
+                a["v"], a["t"], a["finish"], a["due"], a["heap_start"], a["heap_size"], self._pool_key,
+                self._pool_slot, alive, clocked, key, DONE_BYTES,
+            ):  # fmt: skip
+                self.members -= len(bundles)
+                return
         np.subtract.at(self.count, bundles, 1)
         self.members -= len(bundles)
         owner, link, weight = edge
@@ -433,12 +453,12 @@ class BundleClocks:
         if compiled:
             from sim.network.region_kernel import apply_pairs
 
-            few = len(link) <= 32
+            few = len(link) <= FEW_PAIR_ENTRIES
             index = self._pairs_of_codes(bundles * self.num_links + link, few)
             arrays = self.pairs.arrays
             apply_pairs(index, np.ascontiguousarray(weight, dtype=float), sign, few, arrays["weight"], arrays["count"])
             return
-        if len(link) <= 32:  # a few entries: one by one
+        if len(link) <= FEW_PAIR_ENTRIES:  # a few entries: one by one
             p = self.pairs
             for c, w in zip((bundles * self.num_links + link).tolist(), weight.tolist()):
                 i = self._pair_of.get(c)

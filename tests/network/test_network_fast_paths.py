@@ -1052,6 +1052,28 @@ def test_a_network_whose_table_sums_compiled_reports_the_same_rate_intervals(mon
         assert sorted(zip(t0, links)) == list(zip(t0, links))
 
 
+def test_members_leave_their_clocks_in_one_compiled_call_as_step_by_step(monkeypatch):
+    """Finished members leave their clocks in one compiled call (sim/network/clock_kernel.py
+    `leave`: counts, pairs, heaps, head times) where their pairs are all among the sorted pair
+    codes, else step by step (pairs made since the codes were sorted are found in a dict). With the
+    codes sorted again after a few new pairs, both ways occur, and tables in lockstep keep the
+    state of one that never compiles, to the bit."""
+    import sim.network.clock_kernel as clock_kernel
+
+    monkeypatch.setattr(flow_clocks, "RESORT_PAIRS", 4)
+    leave, ways = clock_kernel.leave, set()
+
+    def spy(*args):
+        done = leave(*args)
+        ways.add(bool(done))
+        return done
+
+    monkeypatch.setattr(clock_kernel, "leave", spy)
+    for seed in range(4):
+        _in_lockstep(np.random.default_rng(seed), uplink=10e9 / 4)
+    assert ways == {True, False}
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_intervals_ordered_by_time_compiled_are_in_a_stable_sorts_order(seed):
     """A rate update hands its intervals over by start (`region_kernel.by_time`): counted where they
