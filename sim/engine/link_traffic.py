@@ -247,7 +247,8 @@ class LinkTraffic:
     def on_flows_until(self, srcs: list[str], dsts: list[str], start_s: float, end_s: float, key: Hashable) -> None:
         """`on_flows` of a transfer whose last flow ended at `end_s` (what `transfer_ends` needs of its
         flows' ends, given by a network that knows it without them: a replayed step)."""
-        self.on_steps_until([(srcs, dsts, start_s, end_s, key)])
+        if self.transfer_ends is not None:  # `on_steps_until` of this one
+            self.transfer_ends([(srcs, dsts, start_s, end_s, key)])
 
     def on_steps_until(self, steps: list[tuple[list[str], list[str], float, float, Hashable]]) -> None:
         """`on_flows_until(*step)` of each step in turn, in one call (a replayed schedule's steps)."""
