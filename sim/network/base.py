@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import simpy
@@ -435,7 +435,10 @@ class Network:
         """`first_link_kind` of each flow; the pairs not seen yet, where there are many, routed at
         once (`Topology.route_batch`: the same paths, in the same order, as `routes`)."""
         cache = self._track_cache
-        missing = [i for i, pair in enumerate(zip(srcs, dsts)) if pair not in cache]
+        known = [cache.get(pair) for pair in zip(srcs, dsts)]
+        if None not in known:  # every pair seen before (kinds are non-empty strings)
+            return cast(list[str], known)
+        missing = [i for i, kind in enumerate(known) if kind is None]
         if len(missing) >= _BATCH_KINDS_MIN:
             new_srcs, new_dsts = [srcs[i] for i in missing], [dsts[i] for i in missing]
             batch = self.topology.route_batch(new_srcs, new_dsts)

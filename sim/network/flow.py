@@ -325,13 +325,12 @@ class FlowNetwork(Network):
         self._last_s = now
         if dt <= 0 or not self._table.n_alive:
             return
-        # sparse: a few thousand of a 16K-GPU Clos's 100K links carry flows at a time (the same sums:
-        # the other links would add 0); traffic observers hear of it when rates change (`_report_rates`)
+        # only the links that move (a few thousand of a 16K-GPU Clos's 100K at a time: the same sums,
+        # the others would add 0), masked rather than indexed; traffic observers hear of it when rates
+        # change (`_report_rates`)
         rate = self._table.link_rate
-        moving = np.flatnonzero(rate != 0)
-        delta = rate[moving] * dt
-        self._link_bytes[moving] += delta
-        self._link_busy_s[self._table.used_links()] += dt
+        np.add(self._link_bytes, rate * dt, out=self._link_bytes, where=rate != 0)
+        np.add(self._link_busy_s, dt, out=self._link_busy_s, where=self._table.used_links())
 
     def _finish_done(self, slots: np.ndarray) -> None:
         """Remove the flows that are done (`FlowTable.done`) and complete their groups."""
