@@ -12,7 +12,7 @@ granule - and its write link the write bandwidth; the link latency is the tier's
 
 Routing: endpoints (devices, pool hosts) hang off one first-hop switch; switch-to-switch paths are
 all shortest paths on the switch graph (up to `max_paths`, deterministic order), cached per switch
-pair, found from hop distances (scipy's breadth-first search on the switch adjacency); networkx is
+pair, found from hop distances (a breadth-first search on the switch adjacency); networkx is
 imported only for views (`graph`, `switch_graph`), graph files and more than `max_paths` paths.
 `routes(src, dst)` returns equal-cost paths as tuples of link ids.
 """
@@ -226,16 +226,14 @@ class Topology:
         rows = hops["rows"]
         if node not in rows:
             i = hops["index"][node]
-            adjacency = hops["adjacency"]
-            neighbours = adjacency.indices[adjacency.indptr[i] : adjacency.indptr[i + 1]]
+            indptr, indices = hops["adjacency"]
+            neighbours = indices[indptr[i] : indptr[i + 1]]
             parent = hops["order"][neighbours[0]] if len(neighbours) == 1 else None
-            if parent is not None and adjacency.indptr[neighbours[0] + 1] - adjacency.indptr[neighbours[0]] > 1:
+            if parent is not None and indptr[neighbours[0] + 1] - indptr[neighbours[0]] > 1:
                 row = self._hop_distances(parent) + 1.0
                 row[i] = 0.0
             else:
-                from scipy.sparse.csgraph import shortest_path  # lazy: scipy.linalg comes with it
-
-                row = shortest_path(adjacency, unweighted=True, directed=False, indices=i)
+                row = _breadth_first_hops(indptr, indices, i)
             rows[node] = row
         return rows[node]
 
@@ -287,12 +285,26 @@ class NoPathError(ValueError):
     """Two switches of a topology are not connected."""
 
 
-def _adjacency(fabric: list[tuple[str, str]], index: dict[str, int]):
-    """The switch graph's adjacency (CSR, 1 per connected pair, both directions; parallel links
-    count once), rows in `index` order."""
-    import scipy.sparse as sp  # lazy, as scipy.sparse.csgraph in `_hop_distances`
-
+def _adjacency(fabric: list[tuple[str, str]], index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The switch graph's adjacency as CSR (indptr, indices: each switch's neighbours ascending, both
+    directions; parallel links count once), rows in `index` order."""
     pairs = {(index[u], index[v]) for u, v in fabric} | {(index[v], index[u]) for u, v in fabric}
     rows, cols = (np.array(c, dtype=np.int64) for c in zip(*sorted(pairs))) if pairs else (np.zeros(0, np.int64),) * 2
-    n = len(index)
-    return sp.csr_array((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(index)))])
+    return indptr, cols
+
+
+def _breadth_first_hops(indptr: np.ndarray, indices: np.ndarray, source: int) -> np.ndarray:
+    """Hops from switch `source` to every switch (inf: unreachable) over the CSR adjacency, a level
+    at a time (the frontier's neighbours not reached yet)."""
+    hops = np.full(len(indptr) - 1, np.inf)
+    hops[source] = 0.0
+    frontier, level = np.array([source]), 0.0
+    while len(frontier):
+        level += 1.0
+        reached = np.concatenate([indices[indptr[k] : indptr[k + 1]] for k in frontier.tolist()])
+        new = np.zeros(len(hops), dtype=bool)
+        new[reached[hops[reached] == np.inf]] = True
+        frontier = np.flatnonzero(new)
+        hops[frontier] = level
+    return hops

@@ -21,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ALLREDUCE = str(ROOT / "scenarios" / "allreduce-2x8-h100.yaml")
+FAT_TREE = str(ROOT / "scenarios" / "alltoall-fattree-oversub.yaml")  # 2:1 leaf-spine: switch paths
 HEAVY = ("pandas", "matplotlib", "scipy", "dask", "torch", "pint", "networkx", "pyarrow", "rich", "numba")
 # modules inside packages a run needs that it does not: numpy.ma (numpy 2's `unique` imports it on its
 # first call, 10-20 ms: sim.engine.codes.distinct sorts instead) and rich's emoji table (11 ms: the
@@ -69,12 +70,14 @@ def test_loading_a_scenario_imports_its_own_kind_only():
     assert not loaded & {"matplotlib", "scipy", "dask", "torch", "networkx", "pandas", "pyarrow"}
 
 
-def test_a_small_run_and_its_report_need_no_pandas_plotting_scipy_dask_torch_pint_or_networkx(tmp_path):
+@pytest.mark.parametrize("scenario", [ALLREDUCE, FAT_TREE], ids=["single switch", "fat-tree"])
+def test_a_small_run_and_its_report_need_no_pandas_plotting_scipy_dask_torch_pint_or_networkx(tmp_path, scenario):
+    """On a switched fabric too: its switch paths come from hop distances searched in numpy."""
     run = (
         "import io, contextlib\nfrom sim.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try:\n"
-        f"        main(['run', {ALLREDUCE!r}])\n"
+        f"        main(['run', {scenario!r}])\n"
         "    except SystemExit:\n"
         "        pass"
     )

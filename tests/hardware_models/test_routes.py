@@ -1,5 +1,6 @@
-"""Switch paths from cached hop distances are networkx's shortest paths, and a leaf switch's hop
-distances (its neighbour's plus one) are a breadth-first search's (hardware_models/topology.py)."""
+"""Switch paths from cached hop distances are networkx's shortest paths, and a switch's hop distances
+(a leaf switch's: its neighbour's plus one) are scipy's breadth-first search's
+(hardware_models/topology.py searches level by level in numpy: no scipy to import)."""
 
 import itertools
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import shortest_path
 
+from hardware_models.topology import _adjacency, _breadth_first_hops
 from tests.conftest import make_cluster
 
 TOPOLOGIES = [
@@ -47,6 +49,22 @@ def test_hop_distances_match_a_breadth_first_search(hardware):
     assert leaves or hardware["topology"]["kind"] != "clos3"  # the clos3 ToRs take the shortcut
     for i, n in enumerate(order):
         np.testing.assert_array_equal(topo._hop_distances(n), expected[i])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_breadth_first_hops_are_scipys_on_random_graphs_with_parallel_links_and_islands(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    names = [f"s{i}" for i in range(n)]
+    fabric = [(names[a], names[b]) for a, b in rng.integers(0, n, (int(rng.integers(0, 3 * n)), 2)) if a != b]
+    fabric += fabric[:3]  # parallel links count once
+    indptr, indices = _adjacency(fabric, {name: i for i, name in enumerate(names)})
+    graph = nx.Graph()
+    graph.add_nodes_from(names)
+    graph.add_edges_from(fabric)
+    expected = shortest_path(nx.to_scipy_sparse_array(graph, nodelist=names), unweighted=True, directed=False)
+    for i in range(n):
+        np.testing.assert_array_equal(_breadth_first_hops(indptr, indices, i), expected[i])
 
 
 def test_more_paths_than_max_paths_fall_back_to_networkx_first_ones():
