@@ -10,7 +10,7 @@ through the sort order and writes only the merged ones. It makes the numpy path'
 operations in its order - offsets `rank x span - smallest start`, reach the running maximum of `end
 + offset` (`np.maximum`'s choice of the first of equal values), a merged end the running maximum of
 its ends from the first - so the merged intervals are the same to the last bit
-(tests/engine/test_activity.py compares both).
+(tests/energy/test_activity_sweep.py compares both).
 
 numba is imported when a run first merges that many intervals at once; the compiled code is cached
 beside this module.
