@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+import simpy
 
 from sim.engine.link_traffic import SubflowBuffer
 from sim.workloads.ingestion.ledger import SampleLedger, subtract
@@ -250,6 +251,8 @@ class Split:
     plan: SplitPlan
     owner: tuple = ()  # (worker index, incarnation)
     delivered: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    left: int = 0  # batches not yet delivered by the worker processing it
+    processed: simpy.Event | None = None  # succeeds when the last of them is delivered
 
 
 class Master:

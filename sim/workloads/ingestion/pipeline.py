@@ -9,7 +9,11 @@ split while it processes the previous one (double buffering). Per split:
    goes on without an event where that changes nothing: `LeanContainer.take_now`),
 3. reads it from storage (`Storage.read`: flows through media, storage NIC, fabric, worker NIC),
 4. processes the split's batches, each once it holds one of the worker's output slots (which bounds
-   how far a worker runs ahead of its trainers, like a bounded prefetch queue): consecutive CPU
+   how far a worker runs ahead of its trainers, like a bounded prefetch queue). A slot is a lane:
+   one long-lived process per slot takes the worker's next waiting batch (first come, first served
+   across its splits: `Worker.waiting`) and carries it to delivery, then takes the next, so a batch
+   costs no process of its own; a split's processing ends when its last batch is delivered
+   (`Split.left`, `Split.processed`). Consecutive CPU
    stages hold `cores_per_batch` cores for their combined busy time (work split across those
    cores) or, on a trainer host with a DRAM tier, until their host-memory traffic (a flow from the
    DRAM node to the host's CPU node, sharing the DRAM link max-min fairly with the other batches
@@ -17,7 +21,7 @@ split while it processes the previous one (double buffering). Per split:
    a kernel on the least-busy GPU's compute stream,
 5. for each processed batch takes a credit (a free slot in a trainer's buffer), sends the batch
    (a flow to one of that trainer's GPU NICs; nothing when the worker is the trainer host itself),
-   delivers it, which the master records, and frees its output slot,
+   delivers it, which the master records, and frees its output slot (its lane takes the next batch),
 6. releases the memory when all batches are delivered and reports the split complete.
 Busy times are nominal x a gamma factor of mean 1 and coefficient of variation `service_cv`, so
 supply fluctuates even when its mean equals demand. Each worker draws its factors from its own
@@ -35,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-from sim.workloads.ingestion.levels import LeanContainer
+from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 from sim.workloads.ingestion.parts import Master, Occupancy, Split, Storage, Trainer, Window
 
 
@@ -96,7 +100,7 @@ class Worker:
         self.loops = 0
         self.cores: LeanContainer | None = None
         self.memory: LeanContainer | None = None
-        self.slots: LeanContainer | None = None  # output slots: batches in process or awaiting a credit
+        self.waiting: LeanStore | None = None  # (split, batch index) waiting for an output slot (a lane)
         self._node = 0
         self.started_s = 0.0
         self.alive_s = 0.0  # time alive inside the window
@@ -174,7 +178,9 @@ class Pipeline:
         worker.cores = LeanContainer(self.sim.env, capacity=worker.cores_total, init=worker.cores_total)
         worker.memory = LeanContainer(self.sim.env, capacity=worker.memory_total, init=worker.memory_total)
         slots = self.settings.output_batches or 2 * max(1, worker.cores_total // self._cores_per_batch(worker))
-        worker.slots = LeanContainer(self.sim.env, capacity=slots, init=slots)
+        worker.waiting = LeanStore(self.sim.env)
+        for _ in range(slots):
+            self.sim.process(self._lane(worker, worker.incarnation))
         for _ in range(self.settings.splits_in_flight):
             worker.loops += 1
             self.sim.process(self._split_loop(worker, worker.incarnation))
@@ -244,9 +250,15 @@ class Pipeline:
                 self._stopped(w)
 
     def _process(self, w: Worker, inc: int, split: Split):
+        """Queue the split's batches for the worker's lanes; once the last is delivered, free its memory
+        and report it complete."""
         plan = split.plan
-        env = self.sim.env
-        yield env.all_of([env.process(self._batch(w, inc, split, i)) for i in range(len(plan.batches))])
+        split.left, split.processed = len(plan.batches), self.sim.env.event()
+        if not split.left:
+            split.processed.succeed()
+        for i in range(split.left):
+            w.waiting.add((split, i))
+        yield split.processed
         if w.live(inc):
             w.memory.give_back(plan.memory_bytes)
             w.memory_used.change(-plan.memory_bytes)
@@ -255,13 +267,29 @@ class Pipeline:
     def _cores_per_batch(self, w: Worker) -> int:
         return min(self.settings.cores_per_batch, w.cores_total)
 
+    def _lane(self, w: Worker, inc: int):
+        """One output slot of a worker's incarnation: carry its waiting batches to delivery, one at a
+        time, in the order they were queued."""
+        waiting = w.waiting
+        while True:
+            item = waiting.take_now()
+            if item is None:
+                item = yield waiting.get()
+            if not w.live(inc):
+                return
+            split, index = item
+            yield from self._batch(w, inc, split, index)
+            if not w.live(inc):
+                return
+            split.left -= 1
+            if not split.left:
+                split.processed.succeed()
+
     def _batch(self, w: Worker, inc: int, split: Split, index: int):
+        """Process, send and deliver one batch (in a lane, which holds its output slot); returns early
+        when the worker dies."""
         batch = split.plan.batches[index]
         stages, env = self.data.stages, self.sim.env
-        if not w.slots.take_now(1):
-            yield w.slots.get(1)
-        if not w.live(inc):
-            return
         factor = self._service[w.index].next
         for resource, members in self.groups:
             durations = [batch.stage_s[i] * factor() for i in members]
@@ -327,7 +355,6 @@ class Pipeline:
         credits.release(w.index)
         trainer.deliver(batch)
         self.master.delivered(split, index)
-        w.slots.give_back(1)
 
     # ---- the run ------------------------------------------------------------------------------
     def pending_ranges(self) -> list[tuple[int, int]]:

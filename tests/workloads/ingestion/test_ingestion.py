@@ -139,6 +139,25 @@ def test_enough_workers_remove_stalls():
     assert m["trainer_samples_per_s"] == pytest.approx(20_000, rel=0.01)
 
 
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_a_worker_holds_at_most_its_output_slots_of_batches(slots):
+    """Cores for 4 batches at once, but `output_batches` slots: a worker never has more batches in
+    its CPU stages than it holds slots, and with batches waiting it keeps all its slots busy. One
+    worker for a hungry trainer (it runs flat out)."""
+    result = simulate(
+        workload__preprocessing__workers=1,
+        workload__preprocessing__cores_per_batch=1,
+        workload__preprocessing__output_batches=slots,
+    )
+    rows = [r for r in result.sim.recorder.rows if r[1] == "cpu" and r[2] == "decode"]
+    transforms = {r[3]: r[4] for r in result.sim.recorder.rows if r[1] == "cpu" and r[2] == "transform"}
+    # a batch's CPU stages: decode, then transform from decode's end
+    edges = sorted([(r[3], 1) for r in rows] + [(transforms[r[4]], -1) for r in rows])
+    in_cpu = np.cumsum([d for _, d in edges])
+    assert in_cpu.max() == slots  # never more than the slots, and all of them in use at times
+    assert len(rows) > 10 * slots
+
+
 def test_exact_average_capacity_with_variable_service_stalls():
     """Two workers supply exactly the demand on average: constant service times keep trainers fed,
     variable ones (same mean) make them wait, more so the more variable. Supply equal to demand is
