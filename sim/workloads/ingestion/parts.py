@@ -165,9 +165,9 @@ class Occupancy:
         return self._window_area
 
     def _advance(self) -> None:
-        now = self._env.now
-        self._area += self.level * (now - self._t)
-        self._window_area += self.level * self.window.overlap(self._t, now)
+        now, t, level, window = self._env.now, self._t, self.level, self.window
+        self._area += level * (now - t)
+        self._window_area += level * max(0.0, min(now, window.end_s) - max(t, window.start_s))  # Window.overlap
         self._t = now
 
 
@@ -453,7 +453,7 @@ class Trainer:
             batch = buffer.take_now()
             if batch is None:
                 batch = yield buffer.get()
-            self._account_level()
+                self._account_level()  # (taken at once: no time passed, nothing to add)
             now = env.now
             start, self.waiting_since = self.waiting_since, None
             if now > start:
