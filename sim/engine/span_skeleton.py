@@ -4,8 +4,9 @@ A span recorder with a `trace_limit` keeps the first spans whole (names, bytes, 
 the plots) and drops the rest; the critical path is walked back from the end of the run, through
 exactly the spans dropped. So each dropped span leaves its skeleton: where it ran (component, track,
 category, interned as small integers), when (start, end) and its causes (id, after, until) - about
-50 bytes in flat arrays instead of a Python tuple of eight objects. `capacity` bounds it: past it
-the oldest skeletons are evicted (a quarter of the capacity at a time), so the skeletons always hold
+50 bytes in flat arrays instead of a Python tuple of eight objects, moved into a chunk every
+capacity / 16 spans. `capacity` bounds it: past it the oldest skeletons are evicted (a quarter of
+the capacity at a time, mostly whole chunks: no copies), so the skeletons always hold
 the end of the run, where the walk starts; the path before the oldest one kept is unknown, and the
 report says so (`exact` false, the time before it `unrecorded`). Positions (`added`, `rows`) count
 every skeleton ever added, evicted ones included.
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 
 SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, the oldest skeletons go (the path is then partial)
+CHUNKS = 16  # single spans are moved into chunks of capacity / CHUNKS: an eviction drops whole ones
 
 
 class SpanSkeleton:
@@ -44,6 +46,7 @@ class SpanSkeleton:
         self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk | _Steps] = deque()
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
+        self._flush_at = 2 * max(capacity // CHUNKS, 1)  # single spans (2 times each) per chunk
 
     def __len__(self) -> int:
         """Skeletons held now."""
@@ -101,6 +104,8 @@ class SpanSkeleton:
     ) -> None:
         if len(self.times) // 2 + self._chunked >= self.capacity:  # len(self), inline: once per span
             self._make_room(1)
+        elif len(self.times) >= self._flush_at:  # into a chunk: evicted whole, without copies
+            self._flush()
         codes = self._triples.get((component, track, category)) or self.codes(component, track, category)
         self.where.extend(codes)
         self.times.extend((start_s, end_s))
@@ -183,15 +188,16 @@ class SpanSkeleton:
             self._chunked += chunk.n
 
     def _flush(self) -> None:
-        """Move the single spans gathered so far into a chunk."""
+        """Move the single spans gathered so far into a chunk (views of their arrays, which are then
+        replaced: never written again)."""
         n = len(self.times) // 2
         if not n:
             return
         self._chunks.append(
             (
-                np.frombuffer(self.where, dtype=np.int32).reshape(n, 3).copy(),
-                np.frombuffer(self.times, dtype=np.float64).reshape(n, 2).copy(),
-                np.frombuffer(self.causes, dtype=np.int64).reshape(n, 3).copy(),
+                np.frombuffer(self.where, dtype=np.int32).reshape(n, 3),
+                np.frombuffer(self.times, dtype=np.float64).reshape(n, 2),
+                np.frombuffer(self.causes, dtype=np.int64).reshape(n, 3),
             )
         )
         self._chunked += n

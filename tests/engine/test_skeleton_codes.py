@@ -50,6 +50,26 @@ def test_past_its_capacity_the_skeleton_keeps_the_newest_spans():
     assert skeleton.frame()["id"].tolist() == list(range(122, 130)) and skeleton.added == 50
 
 
+@pytest.mark.parametrize("capacity", [64, 100, 1000])
+def test_single_spans_go_into_chunks_that_evictions_drop_whole(capacity):
+    """Spans added one by one move into chunks of capacity / 16 as they come; past the capacity the
+    eviction keeps 3/4 of it, the newest, exactly as without chunks (whole chunks go, and at most
+    part of one is copied)."""
+    skeleton = SpanSkeleton(capacity=capacity)
+    for i in range(5 * capacity + 7):
+        skeleton.add("g0", "compute", "compute", float(i), float(i) + 1, i, i - 1, i - 1)
+        assert len(skeleton) <= capacity
+        assert len(skeleton.times) // 2 <= capacity // 16  # the single spans not yet in a chunk
+    n = 5 * capacity + 7
+    held = len(skeleton)
+    assert skeleton.added == n and skeleton.lost == n - held
+    # each eviction leaves 3/4 of the capacity; the spans since then are added on top
+    assert held == capacity * 3 // 4 + (n - capacity) % (capacity - capacity * 3 // 4)
+    frame = skeleton.frame()
+    assert frame["id"].tolist() == list(range(n - held, n))
+    assert frame["start_s"].tolist() == [float(i) for i in range(n - held, n)]
+
+
 def test_a_run_past_the_skeleton_capacity_reports_a_partial_path_with_an_exact_end(monkeypatch):
     from sim.engine import span_skeleton
     from sim.runner import run
