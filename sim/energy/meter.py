@@ -114,7 +114,6 @@ class EnergyMeter:
         # row of open intervals and one span key, fanned out to the set's GPUs by the report (16K
         # GPUs in 128-GPU CP rings: 128x fewer intervals than one per GPU per step)
         self._rows_by_step: dict[StepKey, list[int]] = {}  # a keyed step's transfer -> its rows (`_rows_of`)
-        self._rows_by_pair: dict[tuple[str, str], list[int]] = {}  # a one-flow transfer's endpoints -> its rows
         self._set_by_content: dict[tuple, int] = {}  # (srcs, dsts) as tuples -> their GPU set's row
         self._set_of_rows: dict[bytes, int] = {}  # a GPU set (its device rows) -> its row
         self._set_rows: dict[int, list[int]] = {}  # span key of a GPU set -> its device rows
@@ -159,15 +158,13 @@ class EnergyMeter:
         """The rows a transfer's GPUs communicate on: with a few endpoints (point-to-point) each GPU's
         own, else their GPU set's (`_transfer_set`); remembered by the step's key (`step`; the same
         step: the same endpoints, sim/engine/replay.py)."""
-        if len(srcs) == len(dsts) == 1:  # one flow (a batch, a read): remembered per endpoint pair
-            pair = (srcs[0], dsts[0])
-            rows = self._rows_by_pair.get(pair)
-            if rows is None:
-                row = self._device_row
-                rows = sorted({row[n] for n in pair if n in row})
-                if len(self._rows_by_pair) >= _ROWS_BY_STEPS:
-                    self._rows_by_pair.clear()  # bounded memory; a later transfer looks up again
-                self._rows_by_pair[pair] = rows
+        if len(srcs) == len(dsts) == 1:  # one flow (a batch, a read): its endpoints' rows, ascending
+            row = self._device_row
+            a, b = row.get(srcs[0]), row.get(dsts[0])
+            if a is None:
+                rows = [] if b is None else [b]
+            else:
+                rows = [a] if b is None or b == a else [a, b] if a < b else [b, a]
         elif len(srcs) + len(dsts) <= _FEW_ENDPOINTS:
             row = self._device_row
             rows = sorted({row[n] for n in (*srcs, *dsts) if n in row})

@@ -420,7 +420,7 @@ def test_transfers_given_together_open_the_comm_intervals_of_each_given_in_turn(
             self.emitted = []
             emit = lambda r, s, e: self.emitted.extend(zip(r.tolist(), s.tolist(), e.tolist()))  # noqa: E731
             self._comm = OpenIntervals(42, emit, batch=64)
-            self._rows_by_step, self._rows_by_pair = {}, {}
+            self._rows_by_step = {}
 
         _rows_of = EnergyMeter._rows_of
 
