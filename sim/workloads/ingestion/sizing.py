@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from sim.engine.cost import Estimate
 
-# measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events by kind over 60 simulated s;
-# per batch: 11 until requests granted at once went on without their events, 2026-11-29, after which
-# the hour counts 37.1M events for its ~3.16M batches and ~0.52M splits: ~10.3 per batch)
-EVENTS_PER_BATCH = 10.3  # process start and end, slot, cores, stages, credit, send, delivery, trainer step
+# measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events over 120 simulated s: ~105K
+# batches, ~17K splits): 11 per batch until requests granted at once went on without their events,
+# 10.3 until a worker's output slots became lanes (no process per batch, 2026-11-29), ~6.8 since:
+# the hour counts 25.3M events for its ~3.16M batches and ~0.52M splits
+EVENTS_PER_BATCH = 6.8  # slot, cores, stages, credit, send, delivery, trainer step
 EVENTS_PER_SPLIT = 9.0  # master hand-out, memory, storage access and read, processing process
-# its events are light: the hour's 37.1M events took 403 s on a 2-core VM whose engine probe ran 0.41x
-# the reference machine (`python benchmarks/run.py --no-startup --only ingestion-1h-400workers`,
-# 2026-11-29): 165 s there, 4.4 us each, against the median run's ~55 us (EVENTS_PER_S,
-# sim/scenario/estimate.py)
-EVENT_COST = 0.08
+# its events are light: the hour's 25.3M events (26.1M estimated) took 384 s on a 2-core VM whose
+# engine probe ran 0.42x the reference machine (`python benchmarks/run.py --no-startup --only
+# ingestion-1h-400workers --repeats 3`, 2026-11-29): ~160 s there, 6.1 us each, against the median
+# run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py)
+EVENT_COST = 0.11
 
 
 def ingestion_estimate(cfg, hw, network_model: str) -> Estimate:

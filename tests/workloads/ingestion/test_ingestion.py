@@ -510,3 +510,15 @@ def test_same_seed_same_metrics():
     b = simulate(workload__duration_s=10).metrics
     assert a == b
     assert simulate(seed=1, workload__duration_s=10).metrics != a
+
+
+def test_the_estimated_events_of_a_large_pool_are_those_it_makes():
+    """`dcsim check` counts ~6.8 events per batch and 9 per split (sim/workloads/ingestion/sizing.py):
+    the benchmark's 400 workers over 20 simulated s (10 of warm-up, when buffers fill) make 0.85 of
+    that (the hour: 25.3M events against 26.1M estimated); a change to how batches schedule their
+    events shows here."""
+    from sim.scenario.estimate import estimate
+    from sim.scenario.model import load_scenario
+
+    s = load_scenario("benchmarks/scenarios/ingestion-1h-400workers.yaml", ["workload.duration_s=20"])
+    assert 0.7 < estimate(s).events / run(s).events < 1.3
