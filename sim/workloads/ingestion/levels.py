@@ -1,6 +1,6 @@
 """`LeanContainer` and `LeanStore`: simpy.Container's and simpy.Store's behaviour for a worker's
-cores, memory and output slots and a trainer's buffer, at a fraction of their cost (issue 26: a
-400-worker hour makes ~20M of these requests).
+cores and memory, the batches waiting for its lanes (output slots) and a trainer's buffer, at a
+fraction of their cost (issue 26: a 400-worker hour makes millions of these requests).
 
 SimPy's container builds a `ContainerPut`/`ContainerGet` event per request through its generic
 resource machinery (bound classes, queue scans through `_do_put`/`_do_get` calls). This class keeps
@@ -61,7 +61,7 @@ class LeanContainer:
         return event
 
     def give_back(self, amount: float) -> None:
-        """Return `amount` taken earlier (a put that cannot wait: cores, memory or a slot released)
+        """Return `amount` taken earlier (a put that cannot wait: cores or memory released)
         without an event of its own: the level rises and the waiting gets are retried now, where
         `put` retries them when its event is processed, later in the same instant. The pipeline's
         releases use this (a quarter of an ingestion run's events were these puts)."""
@@ -116,9 +116,9 @@ class LeanContainer:
 
 
 class LeanStore:
-    """simpy.Store's behaviour (a FIFO of items, `capacity` at most) for a trainer's buffer, with
-    its event order: as SimPy's store, each trigger tries only the head of the queue (its
-    `_do_put`/`_do_get` never ask the scan to go on)."""
+    """simpy.Store's behaviour (a FIFO of items, `capacity` at most) for a trainer's buffer and the
+    batches waiting for a worker's lanes, with its event order: as SimPy's store, each trigger tries
+    only the head of the queue (its `_do_put`/`_do_get` never ask the scan to go on)."""
 
     def __init__(self, env: simpy.Environment, capacity: float = float("inf")) -> None:
         if capacity <= 0:
