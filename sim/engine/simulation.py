@@ -97,7 +97,7 @@ class CountingEnvironment(simpy.Environment):
             exc.__cause__ = event._value
             raise exc
 
-    def may_continue(self) -> bool:
+    def may_continue(self, owner: object = None) -> bool:
         """Whether the running process may go on at once past a request granted now, without the
         event that would resume it: that event would be processed next anyway, and the process's
         resume run first when it is. So it holds when no other event is due at this instant and
@@ -105,12 +105,15 @@ class CountingEnvironment(simpy.Environment):
         processed. (A request granted at once schedules its event now; it comes after every event
         already due now, and before any the rest of the running event's callbacks would schedule.)
         A process that goes on this way skips one event: the same order of everything else, one
-        event fewer counted. Outside `run` (and in a plain callback) it never holds."""
+        event fewer counted. `owner`: instead of the active process, a state machine that runs as
+        bound methods in events' callbacks, as a process's resume would (a running step of its own
+        is the last callback). Outside `run` (and in a plain callback) it never holds."""
         queue = self._queue  # type: ignore[attr-defined]
         if queue and queue[0][0] <= self._now:
             return False
-        process = self._active_proc
-        return process is not None and getattr(self._running[-1], "__self__", None) is process
+        if owner is None:
+            owner = self._active_proc
+        return owner is not None and getattr(self._running[-1], "__self__", None) is owner
 
     def succeed_last(self, event: simpy.Event, value: object = None) -> None:
         """`event.succeed(value)` as the last thing a callback does; where the event would be the

@@ -28,7 +28,7 @@ from __future__ import annotations
 import simpy
 
 
-def _never() -> bool:
+def _never(_owner: object = None) -> bool:
     return False
 
 
@@ -81,10 +81,11 @@ class LeanContainer:
         self._trigger_get(None)
         return event
 
-    def take_now(self, amount: float) -> bool:
-        """`get(amount)` granted at once without its event, where the running process may go on at
-        once (module docstring); False: nothing was taken (yield `get` instead)."""
-        if self.get_queue or self._level < amount or not self._may_continue():
+    def take_now(self, amount: float, owner: object = None) -> bool:
+        """`get(amount)` granted at once without its event, where the running process (or `owner`,
+        a state machine whose step is running: sim/workloads/ingestion/lane.py) may go on at once
+        (module docstring); False: nothing was taken (yield `get` instead)."""
+        if self.get_queue or self._level < amount or not self._may_continue(owner):
             return False
         if amount <= 0:
             raise ValueError(f"amount(={amount}) must be > 0.")
@@ -153,10 +154,11 @@ class LeanStore:
         self._trigger_get(None)
         return event
 
-    def take_now(self) -> object | None:
-        """The head item, taken at once without `get`'s event where the running process may go on
-        at once (module docstring); None: nothing was taken (yield `get` instead)."""
-        if self.get_queue or not self.items or not self._may_continue():
+    def take_now(self, owner: object = None) -> object | None:
+        """The head item, taken at once without `get`'s event where the running process (or `owner`,
+        as `LeanContainer.take_now`'s) may go on at once (module docstring); None: nothing was taken
+        (yield `get` instead)."""
+        if self.get_queue or not self.items or not self._may_continue(owner):
             return None
         item = self.items.pop(0)
         self._trigger_put(None)  # what the get's event does first when processed

@@ -9,10 +9,11 @@ split while it processes the previous one (double buffering). Per split:
    goes on without an event where that changes nothing: `LeanContainer.take_now`),
 3. reads it from storage (`Storage.read`: flows through media, storage NIC, fabric, worker NIC),
 4. processes the split's batches, each once it holds one of the worker's output slots (which bounds
-   how far a worker runs ahead of its trainers, like a bounded prefetch queue). A slot is a lane:
-   one long-lived process per slot takes the worker's next waiting batch (first come, first served
-   across its splits: `Worker.waiting`) and carries it to delivery, then takes the next, so a batch
-   costs no process of its own; a split's processing ends when its last batch is delivered
+   how far a worker runs ahead of its trainers, like a bounded prefetch queue). A slot is a lane
+   (sim/workloads/ingestion/lane.py: a long-lived state machine, event for event what a process
+   would do) that takes the worker's next waiting batch (first come, first served across its
+   splits: `Worker.waiting`) and carries it to delivery, then takes the next, so a batch costs no
+   process of its own; a split's processing ends when its last batch is delivered
    (`Split.left`, `Split.processed`). Consecutive CPU
    stages hold `cores_per_batch` cores for their combined busy time (work split across those
    cores) or, on a trainer host with a DRAM tier, until their host-memory traffic (a flow from the
@@ -39,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
+from sim.workloads.ingestion.lane import Lane
 from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 from sim.workloads.ingestion.parts import Master, Occupancy, Split, Storage, Trainer, Window
 
@@ -180,7 +182,7 @@ class Pipeline:
         slots = self.settings.output_batches or 2 * max(1, worker.cores_total // self._cores_per_batch(worker))
         worker.waiting = LeanStore(self.sim.env)
         for _ in range(slots):
-            self.sim.process(self._lane(worker, worker.incarnation))
+            Lane(self, worker, worker.incarnation).start()
         for _ in range(self.settings.splits_in_flight):
             worker.loops += 1
             self.sim.process(self._split_loop(worker, worker.incarnation))
@@ -266,95 +268,6 @@ class Pipeline:
 
     def _cores_per_batch(self, w: Worker) -> int:
         return min(self.settings.cores_per_batch, w.cores_total)
-
-    def _lane(self, w: Worker, inc: int):
-        """One output slot of a worker's incarnation: carry its waiting batches to delivery, one at a
-        time, in the order they were queued."""
-        waiting = w.waiting
-        while True:
-            item = waiting.take_now()
-            if item is None:
-                item = yield waiting.get()
-            if not w.live(inc):
-                return
-            split, index = item
-            yield from self._batch(w, inc, split, index)
-            if not w.live(inc):
-                return
-            split.left -= 1
-            if not split.left:
-                split.processed.succeed()
-
-    def _batch(self, w: Worker, inc: int, split: Split, index: int):
-        """Process, send and deliver one batch (in a lane, which holds its output slot); returns early
-        when the worker dies."""
-        batch = split.plan.batches[index]
-        stages, env = self.data.stages, self.sim.env
-        factor = self._service[w.index].next
-        for resource, members in self.groups:
-            durations = [batch.stage_s[i] * factor() for i in members]
-            if resource == "cpu":
-                k = self._cores_per_batch(w)
-                if not w.cores.take_now(k):
-                    yield w.cores.get(k)
-                if not w.live(inc):
-                    return
-                w.cores_busy.change(k)
-                t = env.now
-                busy = sum(durations) / k
-                stretch = 1.0
-                if w.memory_flow is None or batch.memory_bytes <= 0:
-                    yield env.timeout(busy)
-                else:  # cores and memory traffic overlap: whichever ends last
-                    flow = [(*w.memory_flow, batch.memory_bytes)]
-                    yield self.sim.all_of(
-                        [self.sim.timeout(busy), self.network.transfer_many(flow, name="host memory")]
-                    )
-                    if busy > 0 and env.now > t + busy:
-                        stretch = (env.now - t) / busy  # memory-bound: the stages' spans stretch
-                if not w.live(inc):
-                    return
-                w.cores.give_back(k)
-                w.cores_busy.change(-k)
-                span, overlap = self.sim.recorder.span, self.window.overlap
-                for i, d in zip(members, durations):
-                    d *= stretch
-                    name = stages[i].name
-                    span(w.name, "cpu", name, t, t + d / k, 0.0, 0.0, "compute", k)  # sim.span with its end
-                    self.stage_busy_s[name] += overlap(t, t + d / k) * k
-                    t += d / k
-            else:
-                for i, d in zip(members, durations):
-                    gpu = w.pick_gpu()
-                    yield gpu.run(stages[i].name, d, stream="compute", category="compute")
-                    if not w.live(inc):
-                        return
-                    self.stage_busy_s[stages[i].name] += self.window.overlap(env.now - d, env.now)
-        credits = self.credits_of(w)
-        target = yield credits.get(w.index)
-        if not w.live(inc):
-            credits.release(w.index)
-            credits.put(target)
-            return
-        trainer = self.trainers[target]
-        if w.local_trainer != target:
-            t = env.now
-            yield self.network.transfer_many([(w.node(), trainer.next_node(), batch.bytes_out)], name="batch")
-            self.bytes_sent += batch.bytes_out
-            if not w.live(inc):
-                self.bytes_sent_wasted += batch.bytes_out
-                credits.release(w.index)
-                credits.put(target)
-                return
-            # `sim.span`, ending now
-            self.sim.recorder.span(w.name, "send", trainer.batch_name, t, env.now, batch.bytes_out, 0.0, "comm")
-        self.batches_sent += 1
-        counters = self.counters
-        for key, value in batch.counters.items():
-            counters[key] = counters.get(key, 0.0) + value
-        credits.release(w.index)
-        trainer.deliver(batch)
-        self.master.delivered(split, index)
 
     # ---- the run ------------------------------------------------------------------------------
     def pending_ranges(self) -> list[tuple[int, int]]:

@@ -11,13 +11,10 @@ from sim.engine.simulation import CountingEnvironment
 from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 
 
-def _trace(make, seed: int, take_now: bool = False) -> list:
-    """`take_now`: the waited-for gets first try `take_now` (the pipeline's way)."""
-    env = CountingEnvironment()
-    box = make(env)
+def _plans(seed: int) -> list[list[tuple[str, int, float]]]:
+    """Per process: (op, amount, delay before it); gets and puts of the same amounts, as users of cores."""
     rng = np.random.default_rng(seed)
-    log: list = []
-    plans = []  # per process: (op, amount, delay before it); gets and puts of the same amounts, as users of cores
+    plans = []
     for _ in range(6):
         plan = []
         for _ in range(20):
@@ -27,6 +24,15 @@ def _trace(make, seed: int, take_now: bool = False) -> list:
                 ("put", amount, float(rng.choice([0.0, 0.5]))),
             ]
         plans.append(plan)
+    return plans
+
+
+def _trace(make, seed: int, take_now: bool = False) -> list:
+    """`take_now`: the waited-for gets first try `take_now` (the pipeline's way)."""
+    env = CountingEnvironment()
+    box = make(env)
+    log: list = []
+    plans = _plans(seed)
 
     def proc(k: int, plan):
         for j, (op, amount, delay) in enumerate(plan):
@@ -64,6 +70,67 @@ def test_a_get_taken_at_once_without_its_event_changes_nothing_but_the_event_cou
     (_, now, events, *rest), (_, ref_now, ref_events, *ref_rest) = lean[-1], reference[-1]
     assert (now, rest) == (ref_now, ref_rest)
     assert events < ref_events  # some gets went on at once
+
+
+class _Machine:
+    """`_trace`'s process as a state machine (the way sim/workloads/ingestion/lane.py's lanes run): each
+    step appends the next to the event it waits for, where the process would yield it."""
+
+    def __init__(self, env, box, log, k: int, plan) -> None:
+        self.env, self.box, self.log, self.k, self.plan, self.j = env, box, log, k, plan, 0
+
+    def start(self) -> None:
+        from simpy.core import URGENT
+
+        event = self.env.event()
+        event._ok, event._value = True, None
+        event.callbacks.append(self._step)
+        self.env.schedule(event, URGENT)  # as a process's start
+
+    def _step(self, _event=None) -> None:
+        if self.j == len(self.plan):
+            return
+        op, amount, delay = self.plan[self.j]
+        if delay:
+            self.env.timeout(delay).callbacks.append(self._request)
+            return
+        self._request()
+
+    def _request(self, _event=None) -> None:
+        env, box, k, j = self.env, self.box, self.k, self.j
+        op, amount, _ = self.plan[j]
+        if j % 3 == 0:
+            event = getattr(box, op)(amount)
+            event.callbacks.append(lambda e, op=op: self.log.append((env.now, k, j, op, "late", box.level)))
+        elif not (op == "get" and box.take_now(amount, self)):
+            getattr(box, op)(amount).callbacks.append(self._done)
+            return
+        self._done()
+
+    def _done(self, _event=None) -> None:
+        op = self.plan[self.j][0]
+        self.log.append((self.env.now, self.k, self.j, op, self.box.level))
+        self.j += 1
+        self._step()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_state_machine_taking_at_once_runs_as_the_process_would(seed):
+    """A state machine that owns its requests (`take_now(amount, owner)`) goes on at once exactly
+    where the process would: the same trace, event count included."""
+    process = _trace(lambda env: LeanContainer(env, capacity=10, init=5), seed, take_now=True)
+    env = CountingEnvironment()
+    box = LeanContainer(env, capacity=10, init=5)
+    log: list = []
+    reference_plans = _plans(seed)
+    for k, plan in enumerate(reference_plans):
+        _Machine(env, box, log, k, plan).start()
+    env.run(until=200)
+    log.append(("end", env.now, env.events_processed, box.level, len(box.get_queue), len(box.put_queue)))
+    assert log[:-1] == process[:-1]
+    (_, now, events, *rest), (_, ref_now, ref_events, *ref_rest) = log[-1], process[-1]
+    assert (now, rest) == (ref_now, ref_rest)
+    assert events <= ref_events  # no process ends to process
 
 
 def test_lean_container_rejects_what_simpy_rejects():
