@@ -35,7 +35,7 @@ from itertools import count
 
 import numpy as np
 import simpy
-from simpy.core import NORMAL, EmptySchedule, EventPriority, StopSimulation
+from simpy.core import NORMAL, URGENT, EmptySchedule, EventPriority, StopSimulation
 
 from sim.engine.span_skeleton import SpanSkeleton
 
@@ -114,6 +114,15 @@ class CountingEnvironment(simpy.Environment):
         if owner is None:
             owner = self._active_proc
         return owner is not None and getattr(self._running[-1], "__self__", None) is owner
+
+    def start_machine(self, step: Callable[[simpy.Event], None]) -> None:
+        """Start a state machine (an object whose steps are bound methods appended to the events it
+        waits for, where a process would yield them: sim/workloads/ingestion/lane.py) as a process
+        starts: `step` runs when an urgent event scheduled now is processed."""
+        event = simpy.Event(self)
+        event._ok, event._value = True, None  # type: ignore[attr-defined]
+        event.callbacks.append(step)  # type: ignore[union-attr]
+        self.schedule(event, URGENT)
 
     def succeed_last(self, event: simpy.Event, value: object = None) -> None:
         """`event.succeed(value)` as the last thing a callback does; where the event would be the

@@ -16,7 +16,6 @@ gone (crashed), leaving what it held undelivered, as the process would return.
 from __future__ import annotations
 
 import simpy
-from simpy.core import URGENT
 
 
 class Lane:
@@ -39,14 +38,7 @@ class Lane:
     def start(self) -> None:
         """Take the first batch once the events due now are processed (as a process starts: an urgent
         event whose callback is the lane's first step)."""
-        event = simpy.Event(self.env)
-        event._ok, event._value = True, None  # type: ignore[attr-defined]
-        event.callbacks.append(self._next)  # type: ignore[union-attr]
-        self.env.schedule(event, URGENT)
-
-    def _live(self) -> bool:
-        w = self.worker
-        return w.alive and w.incarnation == self.inc
+        self.env.start_machine(self._next)
 
     # ---- the loop: the next waiting batch -----------------------------------------------------
     def _next(self, _event: simpy.Event | None = None) -> None:
@@ -61,11 +53,12 @@ class Lane:
         self._take(event._value)  # type: ignore[attr-defined]
 
     def _take(self, item: tuple) -> None:
-        if not self._live():
+        w = self.worker
+        if not (w.alive and w.incarnation == self.inc):
             return
         split, index = self.split, self.index = item
         self.batch = split.plan.batches[index]
-        self.factor = self.pipeline._service[self.worker.index].next
+        self.factor = self.pipeline._service[w.index].next
         self.group = 0
         self._stages()
 
@@ -74,8 +67,8 @@ class Lane:
         """Run the batch's stage groups from `group` on (then take a credit)."""
         pipeline = self.pipeline
         groups = pipeline.groups
-        if self.group == len(groups):
-            self._credit()
+        if self.group == len(groups):  # a credit next
+            self.credits.get(self.worker.index).callbacks.append(self._credited)
             return
         resource, members = groups[self.group]
         stage_s, factor = self.batch.stage_s, self.factor
@@ -92,9 +85,9 @@ class Lane:
             self._gpu_stage()
 
     def _got_cores(self, _event: simpy.Event | None) -> None:
-        if not self._live():
-            return
         w, k, env = self.worker, self.cores, self.env
+        if not (w.alive and w.incarnation == self.inc):
+            return
         w.cores_busy.change(k)
         self.t = env.now
         busy = sum(self.durations) / k
@@ -107,9 +100,9 @@ class Lane:
             done.callbacks.append(self._cpu_done)
 
     def _cpu_done(self, _event: simpy.Event) -> None:
-        if not self._live():
-            return
         w, k, env, pipeline = self.worker, self.cores, self.env, self.pipeline
+        if not (w.alive and w.incarnation == self.inc):
+            return
         t, durations = self.t, self.durations
         busy = sum(durations) / k
         stretch = 1.0
@@ -141,7 +134,8 @@ class Lane:
         )
 
     def _gpu_done(self, _event: simpy.Event) -> None:
-        if not self._live():
+        w = self.worker
+        if not (w.alive and w.incarnation == self.inc):
             return
         pipeline, now = self.pipeline, self.env.now
         d = self.durations[self.member]
@@ -152,13 +146,10 @@ class Lane:
         self._gpu_stage()
 
     # ---- a credit, the send and the delivery --------------------------------------------------
-    def _credit(self) -> None:
-        self.credits.get(self.worker.index).callbacks.append(self._credited)
-
     def _credited(self, event: simpy.Event) -> None:
         target = self.target = event._value  # type: ignore[attr-defined]
         w = self.worker
-        if not self._live():
+        if not (w.alive and w.incarnation == self.inc):
             self.credits.release(w.index)
             self.credits.put(target)
             return
@@ -173,7 +164,7 @@ class Lane:
     def _sent(self, _event: simpy.Event) -> None:
         pipeline, w, bytes_out = self.pipeline, self.worker, self.batch.bytes_out
         pipeline.bytes_sent += bytes_out
-        if not self._live():
+        if not (w.alive and w.incarnation == self.inc):
             pipeline.bytes_sent_wasted += bytes_out
             self.credits.release(w.index)
             self.credits.put(self.target)
@@ -192,7 +183,7 @@ class Lane:
         self.credits.release(w.index)
         pipeline.trainers[self.target].deliver(batch)
         pipeline.master.delivered(self.split, self.index)
-        if not self._live():
+        if not (w.alive and w.incarnation == self.inc):
             return
         split = self.split
         split.left -= 1

@@ -420,6 +420,9 @@ class Trainer:
         self._node = 0
         self._level_area = 0.0
         self._level_t = 0.0
+        self._name = f"h{index}"  # its spans' component
+        self._step_start = self._computed = 0.0  # the step in progress: its start, its compute's end
+        self._samples = 0
 
     def next_node(self) -> str:
         self._node = (self._node + 1) % len(self.nodes)
@@ -444,39 +447,58 @@ class Trainer:
         self._level_area += len(self.buffer.items) * (now - self._level_t)
         self._level_t = now
 
-    def run(self):
-        env, span, window, buffer = self.sim.env, self.sim.recorder.span, self.window, self.buffer
-        name = f"h{self.index}"
-        while True:
-            self.waiting_since = env.now
-            self._account_level()
-            batch = buffer.take_now()
-            if batch is None:
-                batch = yield buffer.get()
-                self._account_level()  # (taken at once: no time passed, nothing to add)
-            now = env.now
-            start, self.waiting_since = self.waiting_since, None
-            if now > start:
-                self.stall_total_s += now - start
-                self.stall_s += window.overlap(start, now)
-                span(name, "trainer", "data stall", start, now, 0.0, 0.0, "stall")  # `sim.span`, ending now
-            self.credits.put(self.index)
-            step_start = env.now
-            samples = batch.end - batch.start
-            compute_s = samples / self.demand_samples_per_s
-            flows = self.step_flows(batch) if self.step_flows is not None else None
-            if not flows:
-                yield env.timeout(compute_s)
-            else:  # the step also waits for its copies / own traffic (overlapped with its compute)
-                yield self.sim.all_of([env.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")])
-                computed = step_start + compute_s
-                if env.now > computed:  # the GPUs waited for the step's data: stall too
-                    self.stall_total_s += env.now - computed
-                    self.stall_s += window.overlap(computed, env.now)
-            now = env.now
-            if window.start_s <= now <= window.end_s:
-                self.samples += samples
-            span(name, "trainer", "train step", step_start, now, 0.0, 0.0, "compute")
+    def start(self) -> None:
+        """Train on batches from the buffer, one after another: a state machine that does event for
+        event what a process running that loop would (sim/workloads/ingestion/lane.py)."""
+        self.sim.env.start_machine(self._wait)
+
+    def _wait(self, _event: simpy.Event | None = None) -> None:
+        """Take the next batch, waiting (a data stall) while the buffer is empty."""
+        self.waiting_since = self.sim.env.now
+        self._account_level()
+        batch = self.buffer.take_now(self)
+        if batch is None:
+            self.buffer.get().callbacks.append(self._got)
+            return
+        self._train(batch)
+
+    def _got(self, event: simpy.Event) -> None:
+        self._account_level()  # (taken at once: no time passed, nothing to add)
+        self._train(event._value)  # type: ignore[attr-defined]
+
+    def _train(self, batch: BatchPlan) -> None:
+        env, window = self.sim.env, self.window
+        now = env.now
+        start, self.waiting_since = self.waiting_since, None
+        if now > start:  # type: ignore[operator]
+            self.stall_total_s += now - start
+            self.stall_s += window.overlap(start, now)
+            self.sim.recorder.span(self._name, "trainer", "data stall", start, now, 0.0, 0.0, "stall")  # `sim.span`
+        self.credits.put(self.index)
+        self._step_start = env.now
+        self._samples = batch.end - batch.start
+        compute_s = self._samples / self.demand_samples_per_s
+        flows = self.step_flows(batch) if self.step_flows is not None else None
+        if not flows:
+            env.timeout(compute_s).callbacks.append(self._trained)
+        else:  # the step also waits for its copies / own traffic (overlapped with its compute)
+            self._computed = self._step_start + compute_s
+            done = self.sim.all_of([env.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")])
+            done.callbacks.append(self._trained_after_flows)
+
+    def _trained_after_flows(self, event: simpy.Event) -> None:
+        now, computed = self.sim.env.now, self._computed
+        if now > computed:  # the GPUs waited for the step's data: stall too
+            self.stall_total_s += now - computed
+            self.stall_s += self.window.overlap(computed, now)
+        self._trained(event)
+
+    def _trained(self, _event: simpy.Event) -> None:
+        now, window = self.sim.env.now, self.window
+        if window.start_s <= now <= window.end_s:
+            self.samples += self._samples
+        self.sim.recorder.span(self._name, "trainer", "train step", self._step_start, now, 0.0, 0.0, "compute")
+        self._wait()
 
     def close(self) -> None:
         """Count a stall still in progress when the run ends."""

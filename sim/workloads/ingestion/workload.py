@@ -164,7 +164,7 @@ def simulate(sim, cluster, config: Config):
     for w in workers[: pre.autoscale.initial_workers] if auto else workers:
         pipeline.start(w)
     for t in trainers:
-        sim.process(t.run())
+        t.start()
     controller = Autoscaler(sim, pipeline, pre.autoscale) if auto else None
     monitor = BufferMonitor(sim, pipeline, pre.autoscale.interval_s, controller)
     sim.process(monitor.run())
