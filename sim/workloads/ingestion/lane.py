@@ -22,16 +22,18 @@ class Lane:
     """One output slot of a worker's incarnation `inc` in `pipeline` (module docstring)."""
 
     __slots__ = (
-        "pipeline", "worker", "inc", "env", "sim", "credits", "split", "index", "batch", "factor", "group",
-        "durations", "member", "t", "cores", "target",
+        "pipeline", "worker", "inc", "env", "sim", "credits", "factor", "cores", "split", "index", "batch",
+        "group", "durations", "member", "t", "target",
     )  # fmt: skip
 
     def __init__(self, pipeline, worker, inc: int) -> None:
         self.pipeline, self.worker, self.inc = pipeline, worker, inc
         self.sim, self.env = pipeline.sim, pipeline.sim.env
         self.credits = pipeline.credits_of(worker)
-        self.split = self.batch = self.factor = None
-        self.index = self.group = self.member = self.cores = self.target = 0
+        self.factor = pipeline._service[worker.index].next  # the worker's next service-time factor
+        self.cores = pipeline._cores_per_batch(worker)  # a batch's cores on `cpu` stages
+        self.split = self.batch = None
+        self.index = self.group = self.member = self.target = 0
         self.durations: list[float] = []
         self.t = 0.0
 
@@ -58,7 +60,6 @@ class Lane:
             return
         split, index = self.split, self.index = item
         self.batch = split.plan.batches[index]
-        self.factor = self.pipeline._service[w.index].next
         self.group = 0
         self._stages()
 
@@ -74,8 +75,7 @@ class Lane:
         stage_s, factor = self.batch.stage_s, self.factor
         self.durations = [stage_s[i] * factor() for i in members]
         if resource == "cpu":
-            w = self.worker
-            k = self.cores = pipeline._cores_per_batch(w)
+            w, k = self.worker, self.cores
             if not w.cores.take_now(k, self):
                 w.cores.get(k).callbacks.append(self._got_cores)
                 return

@@ -153,8 +153,11 @@ class Occupancy:
         self._t = sim.now
 
     def change(self, delta: float) -> None:
-        self._advance()
-        self.level += delta
+        now, t, level, window = self._env.now, self._t, self.level, self.window  # `_advance`, inline
+        self._area += level * (now - t)
+        self._window_area += level * max(0.0, min(now, window.end_s) - max(t, window.start_s))
+        self._t = now
+        self.level = level + delta
 
     def area(self) -> float:
         self._advance()
@@ -323,8 +326,12 @@ class Master:
         return ranges
 
     def _notify(self) -> None:
-        event, self._wakeup = self._wakeup, self.sim.env.event()
-        event.succeed()
+        """Wake the split loops waiting for work (nothing to do where none waits: an event without
+        callbacks changes nothing when processed)."""
+        event = self._wakeup
+        if event.callbacks:
+            self._wakeup = self.sim.env.event()
+            event.succeed()
 
 
 class Credits:

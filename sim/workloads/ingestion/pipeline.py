@@ -242,7 +242,7 @@ class Pipeline:
                 self.counters[key] = self.counters.get(key, 0.0) + value
             if processing is not None:
                 yield processing
-            processing = self.sim.process(self._process(w, inc, split))
+            processing = self._process(w, inc, split)
         if processing is not None:
             yield processing
         if w.live(inc):
@@ -253,18 +253,29 @@ class Pipeline:
 
     def _process(self, w: Worker, inc: int, split: Split):
         """Queue the split's batches for the worker's lanes; once the last is delivered, free its memory
-        and report it complete."""
-        plan = split.plan
-        split.left, split.processed = len(plan.batches), self.sim.env.event()
-        if not split.left:
-            split.processed.succeed()
-        for i in range(split.left):
-            w.waiting.add((split, i))
-        yield split.processed
-        if w.live(inc):
-            w.memory.give_back(plan.memory_bytes)
-            w.memory_used.change(-plan.memory_bytes)
-            self.master.completed(split)
+        and report it complete. Returns the event of its end: event for event what a process doing
+        this would be (it starts as a process starts, and ends as one returns)."""
+        env = self.sim.env
+        end = env.event()
+
+        def queue(_event) -> None:
+            plan = split.plan
+            split.left, split.processed = len(plan.batches), env.event()
+            if not split.left:
+                split.processed.succeed()
+            for i in range(split.left):
+                w.waiting.add((split, i))
+            split.processed.callbacks.append(processed)
+
+        def processed(_event) -> None:
+            if w.live(inc):
+                w.memory.give_back(split.plan.memory_bytes)
+                w.memory_used.change(-split.plan.memory_bytes)
+                self.master.completed(split)
+            end.succeed()
+
+        env.start_machine(queue)
+        return end
 
     def _cores_per_batch(self, w: Worker) -> int:
         return min(self.settings.cores_per_batch, w.cores_total)
