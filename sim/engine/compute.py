@@ -16,7 +16,6 @@ anyone and written only through its own API:
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass
 
 import simpy
@@ -80,27 +79,57 @@ class Device:
         flop: float = 0.0,
         nbytes: float = 0.0,
         category: str = "compute",
-    ) -> simpy.Process:
-        """Run a kernel of known duration on `stream`; returns the SimPy process."""
-        return self.sim.process(self._run(name, duration_s, stream, flop, nbytes, category))
-
-    def _run(
-        self, name: str, duration_s: float, stream: str, flop: float, nbytes: float, category: str
-    ) -> Generator[simpy.Event, object, None]:
-        with self.stream(stream).request() as req:
-            yield req
-            start = self.sim.now
-            duration_s *= self.slowdown
-            yield self.sim.timeout(duration_s)
-            self.record(stream, duration_s, flop)
-            self.sim.span(self.node, stream, name, start, nbytes=nbytes, flop=flop, category=category)
+    ) -> simpy.Event:
+        """Run a kernel of known duration on `stream`; returns the event of its end (`KernelRun`)."""
+        return KernelRun(self, name, duration_s, stream, flop, nbytes, category).end
 
     # Convenience wrappers on the hardware cost functions ---------------------------------
     def gemm(
         self, name: str, m: float, n: float, k: float, dtype: str = "bf16", batch: float = 1, stream: str = "compute"
-    ) -> simpy.Process:
+    ) -> simpy.Event:
         t = self.spec.gemm_time_s(m, n, k, dtype, batch)
         return self.run(name, t, stream, flop=2.0 * m * n * k * batch)
 
-    def memory_kernel(self, name: str, nbytes: float, stream: str = "compute") -> simpy.Process:
+    def memory_kernel(self, name: str, nbytes: float, stream: str = "compute") -> simpy.Event:
         return self.run(name, self.spec.memory_time_s(nbytes), stream, nbytes=nbytes)
+
+
+class KernelRun:
+    """One kernel run (`Device.run`): a state machine that does event for event what a SimPy process
+    running `with stream.request() as req: yield req; yield timeout(duration)` and then recording
+    the kernel would: it starts as a process starts, appends its next step to the event it waits
+    for where the process would yield it, and ends (`end` succeeds) as the process would return,
+    right after releasing the stream. The same events in the same order, without a generator and
+    its resumes (a 1,024-GPU iteration runs ~80K kernels)."""
+
+    __slots__ = ("device", "name", "duration_s", "stream", "flop", "nbytes", "category", "end", "_request", "_start")
+
+    def __init__(
+        self, device: Device, name: str, duration_s: float, stream: str, flop: float, nbytes: float, category: str
+    ) -> None:
+        self.device, self.name, self.duration_s, self.stream = device, name, duration_s, stream
+        self.flop, self.nbytes, self.category = flop, nbytes, category
+        env = device.sim.env
+        self.end = simpy.Event(env)
+        self._request: simpy.Event | None = None
+        self._start = 0.0
+        env.start_machine(self._requested)
+
+    def _requested(self, _event: simpy.Event) -> None:
+        request = self._request = self.device.stream(self.stream).request()
+        request.callbacks.append(self._granted)  # type: ignore[union-attr]
+
+    def _granted(self, _event: simpy.Event) -> None:
+        device = self.device
+        self._start = device.sim.now
+        self.duration_s *= device.slowdown
+        device.sim.timeout(self.duration_s).callbacks.append(self._done)
+
+    def _done(self, _event: simpy.Event) -> None:
+        device = self.device
+        device.record(self.stream, self.duration_s, self.flop)
+        device.sim.span(
+            device.node, self.stream, self.name, self._start, nbytes=self.nbytes, flop=self.flop, category=self.category
+        )
+        self._request.__exit__(None, None, None)  # type: ignore[union-attr]  # the `with` block's end: release
+        self.end.succeed()
