@@ -144,15 +144,12 @@ def prepare(  # pragma: no cover (compiled)
     # marked through the pairs grouped by bundle (and those made since), then read off the marks
     selected = np.empty(0, np.int64)
     if c and in_order:
-        marked = 0
+        scanned = n_pairs - grouped  # the pairs to look at: one pass, written without branches
         for i in range(c):
             b = clocks[i]
             if b + 1 < len(by_bundle_start):
-                for p in range(by_bundle_start[b], by_bundle_start[b + 1]):
-                    marked += pair_count[p] > 0
-        for p in range(grouped, n_pairs):
-            marked += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
-        selected = np.empty(marked + 1, np.int64)  # one spare: written without branches
+                scanned += by_bundle_start[b + 1] - by_bundle_start[b]
+        selected = np.empty(scanned + 1, np.int64)  # one spare
         k = 0
         for i in range(c):
             b = clocks[i]
