@@ -6,8 +6,9 @@ different streams overlap (communication hides under compute).
 
 Its counters - busy seconds per stream (`busy_s`) and FLOPs done (`flop_done`) - are read by
 anyone and written only through its own API:
-- `run(name, duration_s, stream, flop, ...)`: a SimPy process that waits for the stream, holds it
-  for the kernel's duration (times `slowdown`), records a span and counts the time and FLOPs;
+- `run(name, duration_s, stream, flop, ...)`: a kernel (`KernelRun`, event for event a SimPy process)
+  that waits for the stream, holds it for the kernel's duration (times `slowdown`), records a span
+  and counts the time and FLOPs; returns the event of its end;
 - `record(stream, busy_s, flop)`: counts time and FLOPs that passed without a SimPy wait of its own
   (kernels a caller ran back to back on a stream it holds, a GPU mirroring another's work);
 - `usage()` / `add_usage(usage, times)`: a snapshot of the counters, and adding what a snapshot

@@ -215,34 +215,46 @@ class Storage:
         event, self._changed = self._changed, self.sim.env.event()
         event.succeed()
 
-    def read(self, plan: SplitPlan, dst: str, attempt: int):
-        """Read a split into node `dst` from a live replica (a SimPy generator)."""
-        while True:
-            live = [k for k in self.replicas(plan.partition) if k not in self.down]
-            if not live:
-                yield self._changed
-                continue
-            node = min(live, key=lambda k: (self.active[k], (k - attempt) % len(self.hosts)))
-            self.degraded_reads += len(live) < self.replication
-            self.active[node] += 1
-            start = self.sim.now
-            if plan.read_accesses > 0:
-                cv = self.access_cv
-                factor = 1.0 if cv == 0 else float(self._rng.gamma(1.0 / cv**2, cv**2))
-                yield self.network.transfer_many(
-                    [(self.media[node], self.hosts[node], plan.read_accesses * self.bytes_per_access * factor)],
-                    name="access",
-                )
-            yield self.network.transfer_many([(self.media[node], dst, plan.read_bytes)], name="read")
-            self.active[node] -= 1
-            self.reads += 1
-            self.bytes_read += plan.read_bytes
-            if node in self.down or self.last_failure_s.get(node, -1.0) >= start:
-                self.bytes_wasted += plan.read_bytes
-                self.retries += 1
-                attempt += 1
-                continue
-            return
+    @property
+    def changed(self) -> simpy.Event:
+        """An event that succeeds when a failed node recovers (a read with no live replica waits on it)."""
+        return self._changed
+
+    def start_read(self, plan: SplitPlan, attempt: int) -> int | None:
+        """Start a read of `plan` (attempt number `attempt`): the live replica with the fewest reads in
+        progress (ties rotate with the attempt), counted as reading; None: no replica is live (wait
+        for `changed`, then start again). The read is then an access flow (`access_flow`, where the
+        split has random accesses), the data flow (`data_flow`), and `finish_read`."""
+        live = [k for k in self.replicas(plan.partition) if k not in self.down]
+        if not live:
+            return None
+        node = min(live, key=lambda k: (self.active[k], (k - attempt) % len(self.hosts)))
+        self.degraded_reads += len(live) < self.replication
+        self.active[node] += 1
+        return node
+
+    def access_flow(self, plan: SplitPlan, node: int) -> tuple[str, str, float]:
+        """The flow charging the read's random accesses on the medium of `node` (its time varies by a
+        gamma factor of mean 1 and cv `access_cv`)."""
+        cv = self.access_cv
+        factor = 1.0 if cv == 0 else float(self._rng.gamma(1.0 / cv**2, cv**2))
+        return (self.media[node], self.hosts[node], plan.read_accesses * self.bytes_per_access * factor)
+
+    def data_flow(self, plan: SplitPlan, node: int, dst: str) -> tuple[str, str, float]:
+        """The flow moving the read's data from the medium of `node` to `dst`."""
+        return (self.media[node], dst, plan.read_bytes)
+
+    def finish_read(self, plan: SplitPlan, node: int, start_s: float) -> bool:
+        """The read started at `start_s` from `node` landed: counted; False where the node failed
+        while it ran (its bytes are wasted: read again, with the next attempt number)."""
+        self.active[node] -= 1
+        self.reads += 1
+        self.bytes_read += plan.read_bytes
+        if node in self.down or self.last_failure_s.get(node, -1.0) >= start_s:
+            self.bytes_wasted += plan.read_bytes
+            self.retries += 1
+            return False
+        return True
 
 
 @dataclass
@@ -266,27 +278,26 @@ class Master:
         self.outstanding: dict[int, Split] = {}
         self._wakeup = sim.env.event()
 
-    def take(self, owner: tuple):
-        """The next split for `owner` (a generator returning a Split, or None when all work is done)."""
-        while True:
-            if self.queue:
-                partition, start, end = self.queue.popleft()
-            elif self.next_partition < self.data.partitions:
-                partition = self.next_partition
-                self.next_partition += 1
-                start, end = self.data.partition_range(partition)
-                self.ledger.issue(start, end)
-            elif not self.outstanding:
-                return None
-            else:
-                yield self._wakeup
-                continue
-            plan = self.data.plan(partition, start, end)
-            split = Split(
-                self.sim.next_id("split"), partition, start, end, plan, owner, np.zeros(len(plan.batches), dtype=bool)
-            )
-            self.outstanding[split.id] = split
-            return split
+    def take(self, owner: tuple) -> Split | simpy.Event | None:
+        """The next split for `owner`; None when all work is done; or, while no split is left but
+        some are outstanding (they may be requeued), the event to wait for before asking again."""
+        if self.queue:
+            partition, start, end = self.queue.popleft()
+        elif self.next_partition < self.data.partitions:
+            partition = self.next_partition
+            self.next_partition += 1
+            start, end = self.data.partition_range(partition)
+            self.ledger.issue(start, end)
+        elif not self.outstanding:
+            return None
+        else:
+            return self._wakeup
+        plan = self.data.plan(partition, start, end)
+        split = Split(
+            self.sim.next_id("split"), partition, start, end, plan, owner, np.zeros(len(plan.batches), dtype=bool)
+        )
+        self.outstanding[split.id] = split
+        return split
 
     def give_back(self, split: Split) -> None:
         """A split taken by a worker that died before starting it goes back untouched."""

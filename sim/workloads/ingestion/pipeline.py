@@ -2,8 +2,10 @@
 trainers, parameterised by a data model's stages (tabular DPP rows, videos, ...).
 
 A `Worker` is a host with CPU cores and memory (SimPy containers), optional GPUs (`Device`s with
-compute streams) and network nodes. It runs `splits_in_flight` split loops; each loop reads its next
-split while it processes the previous one (double buffering). Per split:
+compute streams) and network nodes. It runs `splits_in_flight` split loops
+(sim/workloads/ingestion/split_loop.py: long-lived state machines, event for event what a process
+would do); each loop reads its next split while it processes the previous one (double buffering).
+Per split:
 1. takes a split from the master (`Master.take`),
 2. reserves the split's memory (waits while the worker's memory is full; a request granted at once
    goes on without an event where that changes nothing: `LeanContainer.take_now`),
@@ -43,6 +45,7 @@ from itertools import groupby
 from sim.workloads.ingestion.lane import Lane
 from sim.workloads.ingestion.levels import LeanContainer, LeanStore
 from sim.workloads.ingestion.parts import Master, Occupancy, Split, Storage, Trainer, Window
+from sim.workloads.ingestion.split_loop import SplitLoop
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ class Pipeline:
             Lane(self, worker, worker.incarnation).start()
         for _ in range(self.settings.splits_in_flight):
             worker.loops += 1
-            self.sim.process(self._split_loop(worker, worker.incarnation))
+            SplitLoop(self, worker, worker.incarnation).start()
 
     def retire(self, worker: Worker) -> None:
         worker.retiring = True
@@ -216,41 +219,7 @@ class Pipeline:
         yield self.sim.timeout(self.settings.heartbeat_timeout_s)
         self.master.requeue_owner(owner)
 
-    # ---- one split loop of one worker ------------------------------------------------------
-    def _split_loop(self, w: Worker, inc: int):
-        """Read splits one after another; process each while the next one is read (double buffering)."""
-        processing = None
-        while w.live(inc) and not w.retiring:
-            split = yield from self.master.take((w.index, inc))
-            if split is None:
-                break
-            if not w.live(inc):
-                self.master.give_back(split)
-                return
-            plan = split.plan
-            if not w.memory.take_now(plan.memory_bytes):
-                yield w.memory.get(plan.memory_bytes)
-            if not w.live(inc):
-                return
-            w.memory_used.change(plan.memory_bytes)
-            read_start = self.sim.now
-            yield from self.storage.read(plan, w.node(), split.id)
-            if not w.live(inc):
-                return
-            self.sim.span(w.name, "read", f"split {split.id}", read_start, nbytes=plan.read_bytes, category="io")
-            for key, value in plan.counters.items():
-                self.counters[key] = self.counters.get(key, 0.0) + value
-            if processing is not None:
-                yield processing
-            processing = self._process(w, inc, split)
-        if processing is not None:
-            yield processing
-        if w.live(inc):
-            w.loops -= 1
-            if w.loops == 0:
-                w.alive = False  # drained (retired, or no work left)
-                self._stopped(w)
-
+    # ---- a split's processing --------------------------------------------------------------
     def _process(self, w: Worker, inc: int, split: Split):
         """Queue the split's batches for the worker's lanes; once the last is delivered, free its memory
         and report it complete. Returns the event of its end: event for event what a process doing
