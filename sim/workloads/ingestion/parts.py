@@ -364,9 +364,11 @@ class Credits:
     def waiting(self) -> int:
         return sum(len(q) for q in self.queues.values())
 
-    def put(self, trainer: int) -> None:
+    def put(self, trainer: int, last: bool = False) -> None:
+        """A slot of `trainer`'s buffer is free. `last`: the put is the last thing the running
+        callback does, so a grant is its last thing too (`CountingEnvironment.succeed_last`)."""
         self.free.append(trainer)
-        self._grant()
+        self._grant(last)
 
     def get(self, key):
         event = self.env.event()
@@ -394,7 +396,7 @@ class Credits:
         self._heap = [(self.held.get(k, 0), q[0][0], k) for k, q in self.queues.items() if q]
         heapq.heapify(self._heap)
 
-    def _grant(self) -> None:
+    def _grant(self, last: bool = False) -> None:
         heap, free = self._heap, self.free
         while free and heap:
             held, seq, key = heapq.heappop(heap)
@@ -405,7 +407,11 @@ class Credits:
             self.held[key] = held + 1
             if queue:
                 heapq.heappush(heap, (held + 1, queue[0][0], key))
-            event.succeed(free.popleft())
+            trainer = free.popleft()
+            if last and not free:  # the loop ends here: the grant is the caller's last thing
+                self.env.succeed_last(event, trainer)
+            else:
+                event.succeed(trainer)
 
 
 class Trainer:
@@ -492,14 +498,18 @@ class Trainer:
             self.stall_total_s += now - start
             self.stall_s += window.overlap(start, now)
             self.sim.recorder.span(self._name, "trainer", "data stall", start, now, 0.0, 0.0, "stall")  # `sim.span`
-        self.credits.put(self.index)
         self._step_start = env.now
         self._samples = batch.end - batch.start
         compute_s = self._samples / self.demand_samples_per_s
         flows = self.step_flows(batch) if self.step_flows is not None else None
         if not flows:
+            # the step's end first, then the freed slot, as the last thing (a grant processed in
+            # place where it would be the next event: `Credits.put`); the same order of events as
+            # the freed slot first, as the step ends later (compute_s > 0: a batch has samples)
             env.timeout(compute_s).callbacks.append(self._trained)
+            self.credits.put(self.index, last=True)
         else:  # the step also waits for its copies / own traffic (overlapped with its compute)
+            self.credits.put(self.index)
             self._computed = self._step_start + compute_s
             done = self.sim.all_of([env.timeout(compute_s), self.network.transfer_many(flows, name="trainer step")])
             done.callbacks.append(self._trained_after_flows)
