@@ -39,18 +39,24 @@ class SpanSkeleton:
         self.capacity = capacity
         self._names: dict[str, int] = {}
         self._triples: dict[tuple[str, str, str], tuple[int, int, int]] = {}  # (component, track, category) -> codes
-        self.where = array("i")  # single spans: 3 interned codes each (component, track, category)
-        self.times = array("d")  # 2 each: start, end
-        self.causes = array("q")  # 3 each: id, after, until
+        # single spans: 8 values each (3 interned codes: component, track, category; start, end;
+        # id, after, until), one flat array (codes and ids < 2^53: exact as floats)
+        self._singles = array("d")
         # laid out (where n x 3, times n x 2, causes n x 3), or bulk as given (`_Bulk`), in order
         self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk | _Steps] = deque()
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
-        self._flush_at = 2 * max(capacity // CHUNKS, 1)  # single spans (2 times each) per chunk
+        self._flush_at = max(capacity // CHUNKS, 1)  # single spans per chunk
+        self._room = 0  # single spans `add` may take before it must check for room again (<= 0: check)
 
     def __len__(self) -> int:
         """Skeletons held now."""
-        return len(self.times) // 2 + self._chunked
+        return len(self._singles) // 8 + self._chunked
+
+    @property
+    def singles(self) -> int:
+        """Single spans gathered since the last chunk."""
+        return len(self._singles) // 8
 
     @property
     def added(self) -> int:
@@ -61,6 +67,7 @@ class SpanSkeleton:
         """Evict the oldest skeletons until `n` more fit (down to 3/4 of the capacity at least)."""
         if len(self) + n <= self.capacity:
             return
+        self._room = 0
         self._flush()
         keep = max(0, min(self.capacity * 3 // 4, self.capacity - n))
         drop = len(self) - keep
@@ -102,20 +109,28 @@ class SpanSkeleton:
     def add(
         self, component: str, track: str, category: str, start_s: float, end_s: float, sid: int, after: int, until: int
     ) -> None:
-        if len(self.times) // 2 + self._chunked >= self.capacity:  # len(self), inline: once per span
+        if self._room <= 0:  # a check per span only where one may act (`_check_room`)
+            self._check_room()
+        self._room -= 1
+        c, t, k = self._triples.get((component, track, category)) or self.codes(component, track, category)
+        self._singles.extend((c, t, k, start_s, end_s, sid, after, until))
+
+    def _check_room(self) -> None:
+        """Before a single span is added: evict where the skeletons are full, else move the single
+        spans into a chunk where there are a chunk's worth (evicted whole, without copies); then
+        count how many more single spans need neither."""
+        if len(self) >= self.capacity:
             self._make_room(1)
-        elif len(self.times) >= self._flush_at:  # into a chunk: evicted whole, without copies
+        elif len(self._singles) // 8 >= self._flush_at:
             self._flush()
-        codes = self._triples.get((component, track, category)) or self.codes(component, track, category)
-        self.where.extend(codes)
-        self.times.extend((start_s, end_s))
-        self.causes.extend((sid, after, until))
+        self._room = min(self.capacity - len(self), self._flush_at - len(self._singles) // 8)
 
     def add_columns(self, where: np.ndarray, times: np.ndarray, causes: np.ndarray) -> None:
         """Spans already laid out (codes n x 3 from `codes`, times n x 2: start, end, causes n x 3: id,
         after, until), in order: what `add` of each in turn keeps, the same evictions included."""
-        if len(self.times):
+        if len(self._singles):
             self._flush()  # keep the order in which spans were added
+        self._room = 0
         n, at = len(times), 0
         while at < n:
             if len(self) >= self.capacity:
@@ -136,8 +151,9 @@ class SpanSkeleton:
             return
         if len(self) + n > self.capacity:
             self._make_room(n)
-        if len(self.times):
+        if len(self._singles):
             self._flush()  # keep the order in which spans were added
+        self._room = 0
         if np.ndim(starts):
             starts = np.array(starts[skip:], dtype=float)
         # a transfer's ends: its own array, never written once it completed (kept, not copied)
@@ -156,8 +172,9 @@ class SpanSkeleton:
         they all fit, `steps` is kept as it is (the one chunk the step-by-step path would make), and
         iterated only if laid out (it may make its tuples then).
         """
-        if len(self.times):
+        if len(self._singles):
             self._flush()
+        self._room = 0
         capacity = self.capacity
         if flows is not None and self._chunked + flows <= capacity:
             self._add_steps_chunk(_Steps(steps, flows))
@@ -188,20 +205,15 @@ class SpanSkeleton:
             self._chunked += chunk.n
 
     def _flush(self) -> None:
-        """Move the single spans gathered so far into a chunk (views of their arrays, which are then
-        replaced: never written again)."""
-        n = len(self.times) // 2
+        """Move the single spans gathered so far into a chunk (their columns)."""
+        n = len(self._singles) // 8
         if not n:
             return
-        self._chunks.append(
-            (
-                np.frombuffer(self.where, dtype=np.int32).reshape(n, 3),
-                np.frombuffer(self.times, dtype=np.float64).reshape(n, 2),
-                np.frombuffer(self.causes, dtype=np.int64).reshape(n, 3),
-            )
-        )
+        flat = np.frombuffer(self._singles, dtype=np.float64).reshape(n, 8)
+        self._chunks.append((flat[:, 0:3].astype(np.int32), flat[:, 3:5].copy(), flat[:, 5:8].astype(np.int64)))
         self._chunked += n
-        self.where, self.times, self.causes = array("i"), array("d"), array("q")
+        self._singles = array("d")
+        self._room = 0
 
     def rows(self, start: int, stop: int) -> list[tuple]:
         """Skeletons at positions start..stop (`added` counts; evicted ones are left out) as

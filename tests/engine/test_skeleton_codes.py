@@ -59,7 +59,7 @@ def test_single_spans_go_into_chunks_that_evictions_drop_whole(capacity):
     for i in range(5 * capacity + 7):
         skeleton.add("g0", "compute", "compute", float(i), float(i) + 1, i, i - 1, i - 1)
         assert len(skeleton) <= capacity
-        assert len(skeleton.times) // 2 <= capacity // 16  # the single spans not yet in a chunk
+        assert skeleton.singles <= capacity // 16  # the single spans not yet in a chunk
     n = 5 * capacity + 7
     held = len(skeleton)
     assert skeleton.added == n and skeleton.lost == n - held
