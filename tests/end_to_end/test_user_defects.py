@@ -199,14 +199,14 @@ def test_a_kind_with_light_events_is_estimated_by_their_cost_and_jobs_add_their_
 
 
 def test_the_ingestion_hour_is_estimated_at_its_events_and_minutes():
-    """benchmarks/scenarios/ingestion-1h-400workers.yaml makes 25.3M events in ~380 s on a 2-core VM
+    """benchmarks/scenarios/ingestion-1h-400workers.yaml makes 24.8M events in ~380 s on a 2-core VM
     whose engine probe reads 0.42x the reference (issue 26): the estimate counts its batches and
     splits at their events and their light cost per event."""
     from sim.scenario.estimate import estimate, wall_time_s
     from sim.scenario.model import load_scenario
 
     est = estimate(load_scenario(str(ROOT / "benchmarks" / "scenarios" / "ingestion-1h-400workers.yaml")))
-    assert 0.7 * 25.3e6 < est.events < 1.3 * 25.3e6
+    assert 0.7 * 24.8e6 < est.events < 1.3 * 24.8e6
     assert 120 < wall_time_s(est) < 900
 
 

@@ -10,14 +10,15 @@ from sim.engine.cost import Estimate
 
 # measured on benchmarks/scenarios/ingestion-1h-400workers.yaml (events over 120 simulated s: ~105K
 # batches, ~17K splits): 11 per batch until requests granted at once went on without their events,
-# 10.3 until a worker's output slots became lanes (no process per batch, 2026-11-29), ~6.8 since:
-# the hour counts 25.3M events for its ~3.16M batches and ~0.52M splits
+# 10.3 until a worker's output slots became lanes (no process per batch), ~6.8 since; a split's 9
+# became 8 when split loops and a split's processing became state machines (no process ends to
+# process): the hour counts 24.8M events for its ~3.16M batches and ~0.52M splits (25.7M estimated)
 EVENTS_PER_BATCH = 6.8  # slot, cores, stages, credit, send, delivery, trainer step
-EVENTS_PER_SPLIT = 9.0  # master hand-out, memory, storage access and read, processing process
-# its events are light: the hour's 25.3M events (26.1M estimated) took 384 s on a 2-core VM whose
-# engine probe ran 0.42x the reference machine (`python benchmarks/run.py --no-startup --only
-# ingestion-1h-400workers --repeats 3`, 2026-11-29): ~160 s there, 6.1 us each, against the median
-# run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py)
+EVENTS_PER_SPLIT = 8.0  # master hand-out, memory, storage access and read, processing start and end
+# its events are light: the hour's 24.8M events took 376 s on a 2-core VM whose engine probe ran
+# 0.42x the reference machine (`python benchmarks/run.py --only ingestion-1h-400workers --repeats 3`,
+# 2026-11-29; 384 s for 25.3M before the state machines): ~158 s there, 6.4 us each, against the
+# median run's ~55 us (EVENTS_PER_S, sim/scenario/estimate.py); estimated: 373 s at that probe
 EVENT_COST = 0.11
 
 

@@ -513,9 +513,9 @@ def test_same_seed_same_metrics():
 
 
 def test_the_estimated_events_of_a_large_pool_are_those_it_makes():
-    """`dcsim check` counts ~6.8 events per batch and 9 per split (sim/workloads/ingestion/sizing.py):
-    the benchmark's 400 workers over 20 simulated s (10 of warm-up, when buffers fill) make 0.85 of
-    that (the hour: 25.3M events against 26.1M estimated); a change to how batches schedule their
+    """`dcsim check` counts ~6.8 events per batch and 8 per split (sim/workloads/ingestion/sizing.py):
+    the benchmark's 400 workers over 20 simulated s (10 of warm-up, when buffers fill) make about
+    that (the hour: 24.8M events against 25.7M estimated); a change to how batches schedule their
     events shows here."""
     from sim.scenario.estimate import estimate
     from sim.scenario.model import load_scenario
