@@ -23,7 +23,7 @@ class Lane:
 
     __slots__ = (
         "pipeline", "worker", "inc", "env", "sim", "credits", "factor", "cores", "split", "index", "batch",
-        "group", "durations", "member", "t", "target",
+        "group", "durations", "member", "t", "busy", "target",
     )  # fmt: skip
 
     def __init__(self, pipeline, worker, inc: int) -> None:
@@ -35,7 +35,8 @@ class Lane:
         self.split = self.batch = None
         self.index = self.group = self.member = self.target = 0
         self.durations: list[float] = []
-        self.t = 0.0
+        self.t = 0.0  # when the batch's cores were granted (or its send started)
+        self.busy = 0.0  # its `cpu` stages' combined busy time on those cores
 
     def start(self) -> None:
         """Take the first batch once the events due now are processed (as a process starts: an urgent
@@ -90,7 +91,7 @@ class Lane:
             return
         w.cores_busy.change(k)
         self.t = env.now
-        busy = sum(self.durations) / k
+        busy = self.busy = sum(self.durations) / k
         if w.memory_flow is None or self.batch.memory_bytes <= 0:
             env.timeout(busy).callbacks.append(self._cpu_done)
         else:  # cores and memory traffic overlap: whichever ends last
@@ -103,8 +104,7 @@ class Lane:
         w, k, env, pipeline = self.worker, self.cores, self.env, self.pipeline
         if not (w.alive and w.incarnation == self.inc):
             return
-        t, durations = self.t, self.durations
-        busy = sum(durations) / k
+        t, durations, busy = self.t, self.durations, self.busy
         stretch = 1.0
         if not (w.memory_flow is None or self.batch.memory_bytes <= 0) and busy > 0 and env.now > t + busy:
             stretch = (env.now - t) / busy  # memory-bound: the stages' spans stretch

@@ -44,12 +44,8 @@ class SplitLoop:
     def start(self) -> None:
         self.env.start_machine(self._loop)
 
-    def _live(self) -> bool:
-        w = self.worker
-        return w.alive and w.incarnation == self.inc
-
     def _loop(self, _event: simpy.Event | None = None) -> None:
-        if not self._live() or self.worker.retiring:
+        if not self.worker.live(self.inc) or self.worker.retiring:
             self._drain()
             return
         self._take()
@@ -64,7 +60,7 @@ class SplitLoop:
             self._drain()
             return
         self.split = got
-        if not self._live():
+        if not self.worker.live(self.inc):
             pipeline.master.give_back(got)
             return
         memory_bytes = got.plan.memory_bytes
@@ -74,7 +70,7 @@ class SplitLoop:
         self._reserved()
 
     def _reserved(self, _event: simpy.Event | None = None) -> None:
-        if not self._live():
+        if not self.worker.live(self.inc):
             return
         split = self.split
         self.worker.memory_used.change(split.plan.memory_bytes)
@@ -107,7 +103,7 @@ class SplitLoop:
             self.attempt += 1  # the node failed meanwhile: again, from a live replica
             self._read()
             return
-        if not self._live():
+        if not self.worker.live(self.inc):
             return
         pipeline, w, split = self.pipeline, self.worker, self.split
         plan = split.plan
@@ -135,7 +131,7 @@ class SplitLoop:
 
     def _leave(self, _event: simpy.Event | None = None) -> None:
         w = self.worker
-        if self._live():
+        if self.worker.live(self.inc):
             w.loops -= 1
             if w.loops == 0:
                 w.alive = False  # drained (retired, or no work left)
