@@ -514,14 +514,9 @@ def report_rates(rate, reported, since, now, everything):  # pragma: no cover (c
     `everything`, time since), (link, reported since, bytes moved since at that rate), by time
     since (`by_time`), in link order among equal times. Their `since` becomes `now`; their
     reported rate their rate (unless `everything`)."""
-    n = 0
-    for k in range(len(rate)):
-        if reported[k] != 0 and (everything or reported[k] != rate[k]):
-            if not everything or now - since[k] > 0:
-                n += 1
-    links = np.empty(n, np.int64)
-    t0 = np.empty(n)
-    nbytes = np.empty(n)
+    links = np.empty(len(rate), np.int64)  # one pass: at most every link, the first j kept
+    t0 = np.empty(len(rate))
+    nbytes = np.empty(len(rate))
     j = 0
     for k in range(len(rate)):
         if reported[k] != 0 if everything else reported[k] != rate[k]:
@@ -533,5 +528,5 @@ def report_rates(rate, reported, since, now, everything):  # pragma: no cover (c
             since[k] = now
             if not everything:
                 reported[k] = rate[k]
-    order = by_time(t0)
-    return links[order], t0[order], nbytes[order]
+    order = by_time(t0[:j])
+    return links[:j][order], t0[:j][order], nbytes[:j][order]
