@@ -8,6 +8,12 @@ corrections) beyond, so tables of billions of rows cost microseconds.
 `cdf(k)` is the share of accesses to the k hottest rows, `hot_rows(rate)` the rows whose share is at
 least `rate`, `expected_distinct(n, lo, hi)` the distinct rows among n accesses falling in ranks
 (lo, hi] (sum of 1 - exp(-n p_k)), `sample(rng, n)` draws ranks (exact inverse CDF).
+
+Planners and cache policies sum over the same rank ranges again and again (a shard's regions every
+iteration, a root search's steps over the whole table), so a law keeps the nodes of its recent ranges
+(`_Nodes`: the head's ranks, the tail's Simpson nodes and end points) and the `pmf` of each node
+array it handed out: a sum over a known range costs its `f` without the powers. The arrays are the
+ones a fresh computation makes (the same values, read-only), so every sum is the same to the bit.
 """
 
 from __future__ import annotations
@@ -19,6 +25,29 @@ import numpy as np
 
 HEAD = 4096  # ranks summed exactly; beyond: Euler–Maclaurin
 _TAIL_POINTS = 257  # Simpson nodes in log-rank for tail integrals (odd)
+_NODES_KEPT = 64  # rank ranges whose nodes a law keeps (then it starts afresh: bounded memory)
+
+
+class _Nodes:
+    """The nodes of `rank_sum` over ranks (lo, hi]: `head` (ranks summed exactly, or None), and the
+    tail's Simpson nodes `x` (evenly spaced in log-rank, step `h`) and its end points `ends` (or None)."""
+
+    __slots__ = ("head", "x", "h", "ends")
+
+    def __init__(self, lo: int, hi: int) -> None:
+        head_end = min(hi, max(lo, HEAD))
+        self.head = np.arange(lo + 1, head_end + 1, dtype=float) if head_end > lo else None
+        start = max(lo, HEAD)
+        self.x: np.ndarray | None = None
+        self.ends: np.ndarray | None = None
+        self.h = 0.0
+        if hi > start:
+            t = np.linspace(math.log(start), math.log(hi), _TAIL_POINTS)
+            self.x, self.h = np.exp(t), t[1] - t[0]
+            self.ends = np.array([float(start), float(hi)])
+
+    def arrays(self) -> list[np.ndarray]:
+        return [a for a in (self.head, self.x, self.ends) if a is not None]
 
 
 class ZipfRows:
@@ -31,6 +60,8 @@ class ZipfRows:
         self._head_pow = np.arange(1, head + 1, dtype=float) ** -self.alpha
         self._head_cum = np.concatenate([[0.0], np.cumsum(self._head_pow)])
         self.norm = float(self._harmonic(np.asarray(float(self.rows))))
+        self._nodes: dict[tuple[int, int], _Nodes] = {}  # recent rank ranges' nodes (module docstring)
+        self._pmf_of: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}  # id(node array) -> (it, its pmf)
 
     # ---- harmonic numbers and sums over ranks -------------------------------------------------
     def _power_integral(self, a, b):
@@ -58,23 +89,45 @@ class ZipfRows:
         hi = self.rows if hi is None else int(min(self.rows, hi))
         if hi <= lo:
             return 0.0
+        nodes = self._nodes_of(lo, hi)
         total = 0.0
-        head_end = min(hi, max(lo, HEAD))
-        if head_end > lo:
-            total += float(np.sum(f(np.arange(lo + 1, head_end + 1, dtype=float))))
-        start = max(lo, HEAD)
-        if hi > start:  # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
-            t = np.linspace(math.log(start), math.log(hi), _TAIL_POINTS)
-            x = np.exp(t)
+        if nodes.head is not None:
+            total += float(np.sum(f(nodes.head)))
+        if (
+            nodes.x is not None and nodes.ends is not None
+        ):  # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
+            x, h = nodes.x, nodes.h
             g = f(x) * x
-            h = t[1] - t[0]
             integral = h / 3 * (g[0] + g[-1] + 4 * g[1:-1:2].sum() + 2 * g[2:-1:2].sum())
-            ends = f(np.array([float(start), float(hi)]))
+            ends = f(nodes.ends)
             total += float(integral + (ends[1] - ends[0]) / 2)
         return total
 
+    def _nodes_of(self, lo: int, hi: int) -> _Nodes:
+        """The nodes of ranks (lo, hi], kept (the last `_NODES_KEPT` ranges), their arrays read-only."""
+        nodes = self._nodes.get((lo, hi))
+        if nodes is None:
+            if len(self._nodes) >= _NODES_KEPT:
+                self._nodes.clear()
+                self._pmf_of.clear()
+            nodes = self._nodes[(lo, hi)] = _Nodes(lo, hi)
+            for a in nodes.arrays():
+                a.flags.writeable = False
+                self._pmf_of[id(a)] = (a, None)
+        return nodes
+
     # ---- the law -------------------------------------------------------------------------------
     def pmf(self, k) -> np.ndarray:
+        """Access probability of rank(s) `k`. For a node array of `rank_sum` (passed on by its `f`) the
+        values are computed once and shared (read-only)."""
+        kept = self._pmf_of.get(id(k))
+        if kept is not None and kept[0] is k:
+            if kept[1] is None:
+                value = k**-self.alpha / self.norm
+                value.flags.writeable = False
+                self._pmf_of[id(k)] = (k, value)
+                return value
+            return kept[1]
         return np.asarray(k, dtype=float) ** -self.alpha / self.norm
 
     def cdf(self, k) -> float | np.ndarray:

@@ -4,6 +4,9 @@
   shard key (CostModel.per_shard): a kept value must equal a fresh model's, follow the shard when
   its rows move, and never stand in for a sampled iteration's traffic.
 - make_shards gives shards of equal rows one access law (ZipfRows): the one each would build.
+- A ZipfRows keeps the nodes of its recent rank ranges and the pmf of each (`rank_sum` of a range
+  seen before skips the powers): every sum equals a fresh law's, the kept arrays are read-only, and
+  what it keeps is bounded.
 - `comm_matrices` sums per owner and `a2a_flows` picks flows with numpy: both must equal the
   shard-by-shard and pair-by-pair forms they replace (kept below as the reference).
 
@@ -117,6 +120,30 @@ def test_shards_of_equal_rows_share_their_access_law(planned):
         assert np.array_equal(s.dist._head_cum, own._head_cum)
     with pytest.raises(ValueError, match="law"):
         Shard(big[0].table, "row_wise", 0, 4, big[0].rows + 1, 128, 1.0, law=big[0].dist)
+
+
+def test_rank_sums_over_kept_nodes_equal_a_fresh_laws():
+    """Sums over ranges seen before (their nodes and pmf kept) equal a fresh law's to the bit, head
+    only, tail only and both; the shared arrays cannot be written; at most `_NODES_KEPT` ranges are kept."""
+    from sim.memory.zipf import _NODES_KEPT
+
+    law = ZipfRows(200_000_000, 1.05)
+    ranges = [(0, None), (0, 3_000), (10, 4_096), (4_096, 5_000_000), (2_000, 80_000), (7, 8)]
+    for _ in range(3):  # first computed, then from the kept nodes
+        for accesses in (1e3, 4.2e5):
+            for lo, hi in ranges:
+                fresh = ZipfRows(200_000_000, 1.05)
+                assert law.expected_distinct(accesses, lo, hi) == fresh.expected_distinct(accesses, lo, hi)
+                f = lambda k, law=law: law.pmf(k) * np.exp(-accesses * law.pmf(k))  # noqa: E731
+                g = lambda k, fresh=fresh: fresh.pmf(k) * np.exp(-accesses * fresh.pmf(k))  # noqa: E731
+                assert law.rank_sum(f, lo, hi) == fresh.rank_sum(g, lo, hi)
+    head = law._nodes_of(0, 3_000).head
+    assert law.pmf(head) is law.pmf(head) and np.array_equal(law.pmf(head), law.pmf(head.copy()))
+    with pytest.raises(ValueError, match="read-only"):
+        law.pmf(head)[0] = 1.0
+    for lo in range(2 * _NODES_KEPT):
+        law.rank_sum(law.pmf, lo, lo + 10)
+    assert len(law._nodes) <= _NODES_KEPT and len(law._pmf_of) <= 3 * _NODES_KEPT
 
 
 # ---- all-to-all matrices and flows against their loop forms ------------------------------------------
