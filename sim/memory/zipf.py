@@ -26,6 +26,7 @@ import numpy as np
 HEAD = 4096  # ranks summed exactly; beyond: Euler–Maclaurin
 _TAIL_POINTS = 257  # Simpson nodes in log-rank for tail integrals (odd)
 _NODES_KEPT = 64  # rank ranges whose nodes a law keeps (then it starts afresh: bounded memory)
+_CDF_KEPT = 4096  # scalar ranks whose cdf a law keeps (likewise)
 
 
 class _Nodes:
@@ -34,9 +35,9 @@ class _Nodes:
 
     __slots__ = ("head", "x", "h", "ends")
 
-    def __init__(self, lo: int, hi: int) -> None:
+    def __init__(self, lo: int, hi: int, head_ranks: np.ndarray) -> None:
         head_end = min(hi, max(lo, HEAD))
-        self.head = np.arange(lo + 1, head_end + 1, dtype=float) if head_end > lo else None
+        self.head = head_ranks[lo:head_end] if head_end > lo else None  # ranks lo + 1 .. head_end
         start = max(lo, HEAD)
         self.x: np.ndarray | None = None
         self.ends: np.ndarray | None = None
@@ -46,8 +47,8 @@ class _Nodes:
             self.x, self.h = np.exp(t), t[1] - t[0]
             self.ends = np.array([float(start), float(hi)])
 
-    def arrays(self) -> list[np.ndarray]:
-        return [a for a in (self.head, self.x, self.ends) if a is not None]
+    def tail_arrays(self) -> list[np.ndarray]:
+        return [a for a in (self.x, self.ends) if a is not None]
 
 
 class ZipfRows:
@@ -61,6 +62,9 @@ class ZipfRows:
         self._head_cum = np.concatenate([[0.0], np.cumsum(self._head_pow)])
         self.norm = float(self._harmonic(np.asarray(float(self.rows))))
         self._nodes: dict[tuple[int, int], _Nodes] = {}  # recent rank ranges' nodes (module docstring)
+        self._cdf_at: dict[int | float, float] = {}  # cdf at recent scalar ranks
+        self._head_ranks = np.zeros(0)  # ranks 1 .. head and their pmf (read-only), made when first needed
+        self._head_pmf = np.zeros(0)
         self._pmf_of: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}  # id(node array) -> (it, its pmf)
 
     # ---- harmonic numbers and sums over ranks -------------------------------------------------
@@ -110,8 +114,14 @@ class ZipfRows:
             if len(self._nodes) >= _NODES_KEPT:
                 self._nodes.clear()
                 self._pmf_of.clear()
-            nodes = self._nodes[(lo, hi)] = _Nodes(lo, hi)
-            for a in nodes.arrays():
+            if not len(self._head_ranks):  # the head's pmf: the same values as `pmf` of its ranks
+                self._head_ranks = np.arange(1, len(self._head_pow) + 1, dtype=float)
+                self._head_pmf = self._head_pow / self.norm
+                self._head_ranks.flags.writeable = self._head_pmf.flags.writeable = False
+            nodes = self._nodes[(lo, hi)] = _Nodes(lo, hi, self._head_ranks)
+            if nodes.head is not None:  # a slice of the head's ranks: its pmf is the same slice
+                self._pmf_of[id(nodes.head)] = (nodes.head, self._head_pmf[lo : lo + len(nodes.head)])
+            for a in nodes.tail_arrays():
                 a.flags.writeable = False
                 self._pmf_of[id(a)] = (a, None)
         return nodes
@@ -131,7 +141,15 @@ class ZipfRows:
         return np.asarray(k, dtype=float) ** -self.alpha / self.norm
 
     def cdf(self, k) -> float | np.ndarray:
-        """Share of accesses that go to the `k` hottest rows."""
+        """Share of accesses that go to the `k` hottest rows (a law keeps the values at its recent
+        scalar `k`s: planners ask for the same region edges again and again)."""
+        if isinstance(k, (int, float)):
+            kept = self._cdf_at.get(k)
+            if kept is None:
+                if len(self._cdf_at) >= _CDF_KEPT:
+                    self._cdf_at.clear()
+                kept = self._cdf_at[k] = float(self._harmonic(np.asarray(k, dtype=float)) / self.norm)
+            return kept
         out = self._harmonic(np.asarray(k, dtype=float)) / self.norm
         return float(out) if np.ndim(out) == 0 else out
 

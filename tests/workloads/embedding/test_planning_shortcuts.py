@@ -4,9 +4,9 @@
   shard key (CostModel.per_shard): a kept value must equal a fresh model's, follow the shard when
   its rows move, and never stand in for a sampled iteration's traffic.
 - make_shards gives shards of equal rows one access law (ZipfRows): the one each would build.
-- A ZipfRows keeps the nodes of its recent rank ranges and the pmf of each (`rank_sum` of a range
-  seen before skips the powers): every sum equals a fresh law's, the kept arrays are read-only, and
-  what it keeps is bounded.
+- A ZipfRows keeps the nodes of its recent rank ranges and the pmf of each (`rank_sum` skips the
+  powers), and its cdf at recent scalar ranks: every value equals the one computed afresh (kept below as the reference), the kept arrays
+  are read-only, and what it keeps is bounded.
 - `comm_matrices` sums per owner and `a2a_flows` picks flows with numpy: both must equal the
   shard-by-shard and pair-by-pair forms they replace (kept below as the reference).
 
@@ -16,6 +16,7 @@ Small clusters (tests/workloads/embedding/test_embedding.py's 2 hosts x 2 GPUs) 
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -122,23 +123,46 @@ def test_shards_of_equal_rows_share_their_access_law(planned):
         Shard(big[0].table, "row_wise", 0, 4, big[0].rows + 1, 128, 1.0, law=big[0].dist)
 
 
-def test_rank_sums_over_kept_nodes_equal_a_fresh_laws():
-    """Sums over ranges seen before (their nodes and pmf kept) equal a fresh law's to the bit, head
-    only, tail only and both; the shared arrays cannot be written; at most `_NODES_KEPT` ranges are kept."""
+def rank_sum_reference(law, f, lo, hi):
+    """ZipfRows.rank_sum computed afresh: ranks, Simpson nodes and pmf made for the call (the form the
+    kept nodes replace)."""
+    from sim.memory.zipf import _TAIL_POINTS, HEAD
+
+    lo, hi = int(max(0, lo)), law.rows if hi is None else int(min(law.rows, hi))
+    total = 0.0
+    if min(hi, max(lo, HEAD)) > lo:
+        total += float(np.sum(f(np.arange(lo + 1, min(hi, max(lo, HEAD)) + 1, dtype=float))))
+    start = max(lo, HEAD)
+    if hi > start:
+        t = np.linspace(math.log(start), math.log(hi), _TAIL_POINTS)
+        x = np.exp(t)
+        g, h = f(x) * x, t[1] - t[0]
+        ends = f(np.array([float(start), float(hi)]))
+        total += float(h / 3 * (g[0] + g[-1] + 4 * g[1:-1:2].sum() + 2 * g[2:-1:2].sum()) + (ends[1] - ends[0]) / 2)
+    return total
+
+
+def test_rank_sums_over_kept_nodes_equal_fresh_computations():
+    """Sums over kept nodes (the head's ranks and pmf sliced, the tail's nodes kept per range) equal
+    the sums computed afresh to the bit, head only, tail only and both, first and again; the shared
+    arrays cannot be written; at most `_NODES_KEPT` ranges are kept."""
     from sim.memory.zipf import _NODES_KEPT
 
     law = ZipfRows(200_000_000, 1.05)
+    direct = lambda k: np.asarray(k, dtype=float) ** -law.alpha / law.norm  # noqa: E731 - pmf afresh
     ranges = [(0, None), (0, 3_000), (10, 4_096), (4_096, 5_000_000), (2_000, 80_000), (7, 8)]
-    for _ in range(3):  # first computed, then from the kept nodes
-        for accesses in (1e3, 4.2e5):
+    for _ in range(2):  # first computed, then from the kept nodes
+        for n in (1e3, 4.2e5):
             for lo, hi in ranges:
-                fresh = ZipfRows(200_000_000, 1.05)
-                assert law.expected_distinct(accesses, lo, hi) == fresh.expected_distinct(accesses, lo, hi)
-                f = lambda k, law=law: law.pmf(k) * np.exp(-accesses * law.pmf(k))  # noqa: E731
-                g = lambda k, fresh=fresh: fresh.pmf(k) * np.exp(-accesses * fresh.pmf(k))  # noqa: E731
-                assert law.rank_sum(f, lo, hi) == fresh.rank_sum(g, lo, hi)
+                assert law.expected_distinct(n, lo, hi) == rank_sum_reference(
+                    law, lambda k: -np.expm1(-n * direct(k)), lo, hi
+                )
+                kept = law.rank_sum(lambda k: law.pmf(k) * np.exp(-n * law.pmf(k)), lo, hi)
+                assert kept == rank_sum_reference(law, lambda k: direct(k) * np.exp(-n * direct(k)), lo, hi)
+    for k in [0, 1, 3_000, 4_096, 4_097, 123_456.0, 200_000_000] * 2:  # cdf at scalar ranks: kept
+        assert law.cdf(k) == float(law._harmonic(np.asarray(k, dtype=float)) / law.norm)
     head = law._nodes_of(0, 3_000).head
-    assert law.pmf(head) is law.pmf(head) and np.array_equal(law.pmf(head), law.pmf(head.copy()))
+    assert law.pmf(head) is law.pmf(head) and np.array_equal(law.pmf(head), direct(head))
     with pytest.raises(ValueError, match="read-only"):
         law.pmf(head)[0] = 1.0
     for lo in range(2 * _NODES_KEPT):
