@@ -43,7 +43,7 @@ class SpanSkeleton:
         # id, after, until), one flat array (codes and ids < 2^53: exact as floats)
         self._singles = array("d")
         # laid out (where n x 3, times n x 2, causes n x 3), or bulk as given (`_Bulk`), in order
-        self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk | _Steps] = deque()
+        self._chunks: deque[tuple[np.ndarray, np.ndarray, np.ndarray] | _Bulk | _Steps | _Singles] = deque()
         self._chunked = 0
         self.lost = 0  # the oldest skeletons, evicted past `capacity`
         self._flush_at = max(capacity // CHUNKS, 1)  # single spans per chunk
@@ -205,12 +205,12 @@ class SpanSkeleton:
             self._chunked += chunk.n
 
     def _flush(self) -> None:
-        """Move the single spans gathered so far into a chunk (their columns)."""
+        """Move the single spans gathered so far into a chunk, as they are (`_Singles`: laid out as
+        columns only when read; a run that adds bulk chunks between a few single spans flushes often)."""
         n = len(self._singles) // 8
         if not n:
             return
-        flat = np.frombuffer(self._singles, dtype=np.float64).reshape(n, 8)
-        self._chunks.append((flat[:, 0:3].astype(np.int32), flat[:, 3:5].copy(), flat[:, 5:8].astype(np.int64)))
+        self._chunks.append(_Singles(self._singles))
         self._chunked += n
         self._singles = array("d")
         self._room = 0
@@ -299,11 +299,26 @@ class _Steps:
         return self.n
 
 
-_LAZY = (_Bulk, _Steps)  # chunks laid out only when read
+class _Singles:
+    """Single spans moved out of `SpanSkeleton`'s flat array as they were gathered (8 values each)."""
+
+    __slots__ = ("flat",)
+
+    def __init__(self, flat: array) -> None:
+        self.flat = flat
+
+    def __len__(self) -> int:
+        return len(self.flat) // 8
+
+
+_LAZY = (_Bulk, _Steps, _Singles)  # chunks laid out only when read
 
 
 def _laid_out(chunk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A chunk's columns (where n x 3, times n x 2, causes n x 3)."""
+    if isinstance(chunk, _Singles):
+        flat = np.frombuffer(chunk.flat, dtype=np.float64).reshape(len(chunk), 8)
+        return flat[:, 0:3].astype(np.int32), flat[:, 3:5].copy(), flat[:, 5:8].astype(np.int64)
     if isinstance(chunk, _Bulk):
         return _columns(chunk.where, chunk.starts, chunk.ends, chunk.first_id, chunk.after)
     if isinstance(chunk, _Steps):

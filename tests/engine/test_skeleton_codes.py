@@ -148,3 +148,30 @@ def test_columns_added_together_equal_adding_each_span(capacity):
     assert together.added == one_by_one.added and together.lost == one_by_one.lost
     assert together.rows(0, together.added) == one_by_one.rows(0, one_by_one.added)
     pd.testing.assert_frame_equal(together.frame(), one_by_one.frame())
+
+
+@pytest.mark.parametrize("capacity", [40, 1000])
+def test_single_spans_between_bulk_chunks_read_back_as_added(capacity):
+    """A bulk chunk moves the single spans gathered before it into a chunk of their own, kept as
+    gathered and laid out only when read (or when an eviction cuts through it): read back, every
+    span is the one added, in order, with its ids and times, whatever the flush pattern; past the
+    capacity the newest are kept."""
+    rng = np.random.default_rng(1)
+    skeleton, added = SpanSkeleton(capacity=capacity), []
+    sid = 0
+    for i in range(300):
+        if rng.random() < 0.3:  # a bulk chunk of a few flows
+            n = int(rng.integers(1, 4))
+            code = [skeleton.code(x) for x in ("nic0", "nic", "comm")]
+            skeleton.add_many(
+                np.array([code] * n, dtype=np.int32), np.full(n, float(i)), i + np.arange(1.0, n + 1), sid, sid - 1
+            )
+            added += [("nic0", "nic", "comm", float(i), float(i + k + 1), sid + k, sid - 1, sid - 1) for k in range(n)]
+            sid += n
+        else:
+            component = f"g{int(rng.integers(3))}"
+            skeleton.add(component, "compute", "compute", float(i), i + 0.5, sid, sid - 1, sid - 2)
+            added.append((component, "compute", "compute", float(i), i + 0.5, sid, sid - 1, sid - 2))
+            sid += 1
+    assert skeleton.added == len(added) and skeleton.lost == len(added) - len(skeleton)
+    assert skeleton.rows(0, skeleton.added) == added[skeleton.lost :]
