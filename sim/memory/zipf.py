@@ -11,9 +11,10 @@ least `rate`, `expected_distinct(n, lo, hi)` the distinct rows among n accesses 
 
 Planners and cache policies sum over the same rank ranges again and again (a shard's regions every
 iteration, a root search's steps over the whole table), so a law keeps the nodes of its recent ranges
-(`_Nodes`: the head's ranks, the tail's Simpson nodes and end points) and the `pmf` of each node
-array it handed out: a sum over a known range costs its `f` without the powers. The arrays are the
-ones a fresh computation makes (the same values, read-only), so every sum is the same to the bit.
+(`_Nodes`: a slice of the head's ranks, whose pmf is made once, and the tail's Simpson nodes and end
+points), the `pmf` of each node array it handed out and its `cdf` at recent scalar ranks: a sum over a
+known range costs its `f` without the powers. The arrays are the ones a fresh computation makes (the
+same values, read-only), so every sum is the same to the bit.
 """
 
 from __future__ import annotations
@@ -97,9 +98,8 @@ class ZipfRows:
         total = 0.0
         if nodes.head is not None:
             total += float(np.sum(f(nodes.head)))
-        if (
-            nodes.x is not None and nodes.ends is not None
-        ):  # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
+        if nodes.x is not None and nodes.ends is not None:
+            # sum_{k=start+1}^{hi} f(k) ~ int_start^hi f + (f(hi) - f(start)) / 2
             x, h = nodes.x, nodes.h
             g = f(x) * x
             integral = h / 3 * (g[0] + g[-1] + 4 * g[1:-1:2].sum() + 2 * g[2:-1:2].sum())
