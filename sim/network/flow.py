@@ -329,6 +329,11 @@ class FlowNetwork(Network):
         # the others would add 0), masked rather than indexed; traffic observers hear of it when rates
         # change (`_report_rates`)
         rate = self._table.link_rate
+        if self._table.compiled:  # one pass (sim/network/links_kernel.py: the same sums)
+            from sim.network.links_kernel import advance
+
+            advance(rate, self._table.link_entries, self._link_bytes, self._link_busy_s, float(dt))
+            return
         np.add(self._link_bytes, rate * dt, out=self._link_bytes, where=rate != 0)
         np.add(self._link_busy_s, dt, out=self._link_busy_s, where=self._table.used_links())
 

@@ -231,6 +231,25 @@ def test_the_compiled_links_in_use_check_is_the_numpy_one():
         assert any_in_use(links, entries, arriving, claimant) == expected
 
 
+def test_the_compiled_advance_adds_the_numpy_paths_bytes_and_busy_time_to_the_last_bit():
+    """`FlowNetwork._advance` of a table that fills compiled adds each link's bytes (rate x dt where
+    the rate is not 0) and busy time (dt where the link has entries) in one pass
+    (sim/network/links_kernel.py `advance`): the same sums as the masked numpy additions."""
+    from sim.network.links_kernel import advance
+
+    rng = np.random.default_rng(12)
+    link_bytes, busy_s = rng.random(500) * 1e9, rng.random(500)
+    expected_bytes, expected_busy = link_bytes.copy(), busy_s.copy()
+    for _ in range(200):
+        rate = np.where(rng.random(500) < 0.3, rng.random(500) * 5e10, 0.0)
+        entries = np.where(rate != 0, rng.integers(1, 4, 500), (rng.random(500) < 0.05).astype(np.int64))
+        dt = float(rng.random() * 1e-3)
+        np.add(expected_bytes, rate * dt, out=expected_bytes, where=rate != 0)
+        np.add(expected_busy, dt, out=expected_busy, where=entries > 0)
+        advance(rate, entries.astype(np.int64), link_bytes, busy_s, dt)
+    assert np.array_equal(link_bytes, expected_bytes) and np.array_equal(busy_s, expected_busy)
+
+
 @CASES
 @given(st.integers(0, 2**32 - 1), st.sampled_from([1.0, 3.0, 20.0]), st.integers(2, 60))
 def test_bundled_filling_is_exact_whenever_its_check_accepts(seed, oversubscription, n_flows):
