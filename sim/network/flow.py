@@ -399,8 +399,8 @@ class FlowNetwork(Network):
     def _recompute(self) -> None:
         self.recomputations += 1
         self.peak_active_subflows = max(self.peak_active_subflows, self._table.n_alive)
-        self._table.recompute(self.sim.now)
-        self._report_rates(self.sim.now)
+        if self._table.recompute(self.sim.now):  # else no link's rate changed: nothing to report
+            self._report_rates(self.sim.now)
 
     def _schedule(self) -> None:
         self._generation += 1

@@ -67,10 +67,11 @@ class FlowTable(FlowSlots):
         self.bundled_refills = 0
 
     # ---- rates ------------------------------------------------------------------------------
-    def recompute(self, now: float) -> None:
-        """Max-min fair rates after the adds and removes since the last call (exact)."""
+    def recompute(self, now: float) -> bool:
+        """Max-min fair rates after the adds and removes since the last call (exact). Returns whether
+        any flow came or went (else no rate, and no link's rate, changed)."""
         if not self._added and not self._removed_links:
-            return  # nothing came or went
+            return False  # nothing came or went
         level = self._lowest_removed
         added_links = np.concatenate(self._added_links) if self._added_links else np.zeros(0, dtype=np.int64)
         changed = np.concatenate(self._removed_links + [added_links])  # links where flows came or went
@@ -80,7 +81,7 @@ class FlowTable(FlowSlots):
                 level = min(level, float((self.capacity[added_links] / self.link_weight[added_links]).min()))
         if level == np.inf or not self.n_alive:
             self._compact()
-            return
+            return True
         no_clocks = np.zeros(0, dtype=np.int64)
         attempt = not self.plain and self._backoff == 0  # try bundled filling
         if not self.plain and self._backoff > 0:
@@ -92,7 +93,7 @@ class FlowTable(FlowSlots):
         elif self.compiled:  # the steps below in one compiled call, where no clock must be unclocked
             region = self._compiled_refill(level * (1 - _SLACK), changed, attempt, now)
             if region is None:
-                return
+                return True
             flows, clocks, attempt = region
         else:
             low = level * (1 - _SLACK)
@@ -102,7 +103,7 @@ class FlowTable(FlowSlots):
         if not len(flows) and not len(clocks):  # no rate can change (flows left below the level)
             self.refills += 1
             self._compact()
-            return
+            return True
         if len(clocks) and not attempt:  # row by row: clocks back to per-flow rows
             flows, clocks = np.concatenate([flows, self._unclock(clocks, now)]), no_clocks
         parts, old, old_load, residual = self._prepare(flows, clocks)
@@ -124,6 +125,7 @@ class FlowTable(FlowSlots):
         self.refills += 1
         self.refilled_rows += len(flows) + c
         self._compact()
+        return True
 
     def _compiled_refill(
         self, low: float, changed: np.ndarray, attempt: bool, now: float

@@ -555,7 +555,8 @@ def test_rebuilt_clock_heaps_hold_each_bundles_members_sorted_by_key_and_slot():
 
 
 def test_flow_table_refills_only_flows_whose_rate_can_change():
-    """Two independent links: a flow finishing on the fast one leaves the slow one alone."""
+    """Two independent links: a flow finishing on the fast one leaves the slow one alone. A refill
+    with nothing come or gone changes nothing and says so (the network then reports no rates)."""
     capacity = np.array([1e9, 10e9])
     table = FlowTable(capacity)
     table.add(
@@ -567,11 +568,14 @@ def test_flow_table_refills_only_flows_whose_rate_can_change():
         np.arange(4),
         0.0,
     )
-    table.recompute(0.0)
+    assert table.recompute(0.0)  # flows came: rates may have changed
     assert table.rate[:4].tolist() == [0.5e9, 0.5e9, 5e9, 5e9]
+    link_rate = table.link_rate.copy()
+    assert not table.recompute(0.05)  # nothing came or went: no rate changed (none to report)
+    assert np.array_equal(table.link_rate, link_rate)
     refilled = table.refilled_rows
     table.remove(np.array([2]))
-    table.recompute(0.1)
+    assert table.recompute(0.1)
     assert table.refilled_rows - refilled == 1  # only the other fast flow
     assert table.rate[3] == 10e9 and table.rate[0] == 0.5e9
     assert table.left_at(np.array([0, 3]), 0.1) == pytest.approx([1e9 - 0.05e9, 1e9 - 0.5e9])
