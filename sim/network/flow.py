@@ -326,16 +326,19 @@ class FlowNetwork(Network):
         if dt <= 0 or not self._table.n_alive:
             return
         # only the links that move (a few thousand of a 16K-GPU Clos's 100K at a time: the same sums,
-        # the others would add 0), masked rather than indexed; traffic observers hear of it when rates
-        # change (`_report_rates`)
-        rate = self._table.link_rate
-        if self._table.compiled:  # one pass (sim/network/links_kernel.py: the same sums)
+        # the others would add 0); traffic observers hear of it when rates change (`_report_rates`)
+        table = self._table
+        rate = table.link_rate
+        if table.compiled:  # one pass over the listed links (sim/network/links_kernel.py: the same sums)
             from sim.network.links_kernel import advance
 
-            advance(rate, self._table.link_entries, self._link_bytes, self._link_busy_s, float(dt))
+            table.n_listed = advance(
+                rate, table.link_entries, self._link_bytes, self._link_busy_s, float(dt),
+                table.listed_links, table.n_listed, table.listed,
+            )  # fmt: skip
             return
         np.add(self._link_bytes, rate * dt, out=self._link_bytes, where=rate != 0)
-        np.add(self._link_busy_s, dt, out=self._link_busy_s, where=self._table.used_links())
+        np.add(self._link_busy_s, dt, out=self._link_busy_s, where=table.used_links())
 
     def _finish_done(self, slots: np.ndarray) -> None:
         """Remove the flows that are done (`FlowTable.done`) and complete their groups."""

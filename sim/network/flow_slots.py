@@ -62,6 +62,12 @@ class FlowSlots:
         self.link_weight = np.zeros(self.num_links)  # summed entries of live flows per link
         self.link_entries = np.zeros(self.num_links, dtype=np.int64)
         self.link_bundled = np.zeros(self.num_links, dtype=np.int64)  # entries of flows with a bundle
+        # links that may be in use: every link with entries or a rate is among the first n_listed of
+        # listed_links (flagged in `listed`); idle ones leave it when the flow network advances
+        # (sim/network/links_kernel.py `advance`)
+        self.listed_links = np.zeros(self.num_links, dtype=np.int64)
+        self.n_listed = 0
+        self.listed = np.zeros(self.num_links, dtype=bool)
         self.bundles = Bundles()
         self.clocks = BundleClocks(self.num_links)
         self._slots = Growable(_SLOT_FIELDS)
@@ -127,12 +133,22 @@ class FlowSlots:
         self.n_alive += k
         self._link_add(self.link_weight, flat, weights)
         self._link_add(self.link_entries, flat, 1)
+        self._list(flat)
         in_bundle = bundle[row] >= 0
         self._link_add(self.link_bundled, flat[in_bundle], 1)
         self.clocks.ensure(self.bundles.store.size)
         self._loose = np.concatenate([self._loose, new])
         self._added.append(new)
         self._added_links.append(flat)
+
+    def _list(self, links: np.ndarray) -> None:
+        """Put the links of `links` not yet listed on `listed_links` (once each)."""
+        unlisted = links[~self.listed[links]]
+        if len(unlisted):
+            unlisted = np.unique(unlisted)
+            self.listed[unlisted] = True
+            self.listed_links[self.n_listed : self.n_listed + len(unlisted)] = unlisted
+            self.n_listed += len(unlisted)
 
     def remove(self, slots: np.ndarray) -> None:
         """Clear finished slots; their load leaves their links."""

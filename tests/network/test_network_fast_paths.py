@@ -233,21 +233,49 @@ def test_the_compiled_links_in_use_check_is_the_numpy_one():
 
 def test_the_compiled_advance_adds_the_numpy_paths_bytes_and_busy_time_to_the_last_bit():
     """`FlowNetwork._advance` of a table that fills compiled adds each link's bytes (rate x dt where
-    the rate is not 0) and busy time (dt where the link has entries) in one pass
-    (sim/network/links_kernel.py `advance`): the same sums as the masked numpy additions."""
+    the rate is not 0) and busy time (dt where the link has entries) in one pass over the links
+    listed as in use (sim/network/links_kernel.py `advance`): the same sums as the masked numpy
+    additions over every link, as long as every link with entries or a rate is listed. The pass
+    drops the idle links from the list and keeps the others."""
     from sim.network.links_kernel import advance
 
     rng = np.random.default_rng(12)
-    link_bytes, busy_s = rng.random(500) * 1e9, rng.random(500)
+    n = 500
+    link_bytes, busy_s = rng.random(n) * 1e9, rng.random(n)
     expected_bytes, expected_busy = link_bytes.copy(), busy_s.copy()
+    listed_links, listed, n_listed = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), 0
     for _ in range(200):
-        rate = np.where(rng.random(500) < 0.3, rng.random(500) * 5e10, 0.0)
-        entries = np.where(rate != 0, rng.integers(1, 4, 500), (rng.random(500) < 0.05).astype(np.int64))
+        rate = np.where(rng.random(n) < 0.3, rng.random(n) * 5e10, 0.0)
+        entries = np.where(rate != 0, rng.integers(1, 4, n), (rng.random(n) < 0.05).astype(np.int64))
+        rate[rng.random(n) < 0.01] = 1e-7  # a rounding residue on a link without entries
         dt = float(rng.random() * 1e-3)
         np.add(expected_bytes, rate * dt, out=expected_bytes, where=rate != 0)
         np.add(expected_busy, dt, out=expected_busy, where=entries > 0)
-        advance(rate, entries.astype(np.int64), link_bytes, busy_s, dt)
+        used = (entries > 0) | (rate != 0)
+        also_idle = rng.random(n) < 0.1  # listed while idle: left out of the sums, dropped
+        new = np.flatnonzero((used | also_idle) & ~listed)
+        listed_links[n_listed : n_listed + len(new)] = rng.permutation(new)
+        listed[new], n_listed = True, n_listed + len(new)
+        n_listed = advance(rate, entries.astype(np.int64), link_bytes, busy_s, dt, listed_links, n_listed, listed)
+        assert sorted(listed_links[:n_listed]) == list(np.flatnonzero(used)) == list(np.flatnonzero(listed))
     assert np.array_equal(link_bytes, expected_bytes) and np.array_equal(busy_s, expected_busy)
+
+
+def test_the_flow_table_lists_every_link_in_use():
+    """Every link a flow table's flows cross is on its list of links in use (`FlowSlots.listed_links`,
+    what the compiled advance passes over), once."""
+    rng = np.random.default_rng(3)
+    capacity = np.full(40, 10e9)
+    slots = FlowTable(capacity)
+    for _ in range(5):
+        lengths = rng.integers(1, 4, 6)
+        flat = rng.integers(0, 40, int(lengths.sum()))
+        k = len(lengths)
+        slots.add(flat, np.ones(len(flat)), lengths, np.full(k, 1e6), np.zeros(k, dtype=np.int64), np.arange(k), 0.0)
+        listed = slots.listed_links[: slots.n_listed]
+        assert len(set(listed.tolist())) == len(listed)
+        assert set(np.flatnonzero(slots.link_entries > 0)) <= set(listed.tolist())
+        assert np.array_equal(np.flatnonzero(slots.listed), np.sort(listed))
 
 
 @CASES
