@@ -374,13 +374,10 @@ class EnergyMeter:
         # per (segment, group of its devices): the devices of the class in that group
         first = ptr[dev_seg]
         n = ptr[dev_seg + 1] - first
-        if int(n.sum()) >= COMPILED_SPREAD_MIN:  # the same entries, gathered compiled
-            from sim.energy.pairs_kernel import gather_pairs  # numba: imported when first needed
-
-            pairs = (dev_seg, ptr, pair_group, pair_count, np.ascontiguousarray(pair_on_host, dtype=bool))
-            coarse.spread(*gather_pairs(t0, t1, gpu_j, *pairs, False))
+        if int(n.sum()) >= COMPILED_SPREAD_MIN:  # the same entries, spread compiled without building them
+            coarse.spread_fanout(t0, t1, gpu_j, dev_seg, ptr, pair_group, pair_count)
             if pair_on_host.any():
-                coarse.spread(*gather_pairs(t0, t1, chassis_j, *pairs, True))
+                coarse.spread_fanout(t0, t1, chassis_j, dev_seg, ptr, pair_group, pair_count, pair_on_host)
             return
         seg = np.repeat(np.arange(len(t0)), n)
         pair = np.repeat(first - np.cumsum(n) + n, n) + np.arange(int(n.sum()))

@@ -112,6 +112,33 @@ class AdaptiveBins:
             np.add.at(rate, base + lo[at] + 1, whole)
             np.add.at(rate, base + hi[at], -whole)
 
+    def spread_fanout(
+        self,
+        t0: np.ndarray,
+        t1: np.ndarray,
+        amount: np.ndarray,
+        key: np.ndarray,
+        ptr: np.ndarray,
+        row: np.ndarray,
+        scale: np.ndarray,
+        mask: np.ndarray | None = None,
+    ) -> None:
+        """`spread` of a fan-out's entries, compiled, without building them: per segment s and per
+        pair p of its key (ptr[key[s]] .. ptr[key[s] + 1], where mask[p] if a mask is given),
+        amount[s] x scale[p] into row row[p] over [t0[s], t1[s]], segment-major
+        (sim/engine/spread_kernel.py `spread_fanout`: the bins to the bit)."""
+        from sim.engine.spread_kernel import fanout_extent, spread_fanout  # numba: imported when first needed
+
+        masked = mask is not None
+        flags = np.ascontiguousarray(mask, dtype=bool) if masked else np.ones(0, dtype=bool)
+        arrays = (np.ascontiguousarray(key, dtype=np.int64), np.ascontiguousarray(ptr, dtype=np.int64))
+        kept, end = fanout_extent(t1, amount, *arrays, scale, flags, masked)
+        if not kept:
+            return
+        self.fit(float(end))
+        direct, rate = self._direct.reshape(-1), self._rate.reshape(-1)
+        spread_fanout(direct, rate, self.bins, float(self.width_s), t0, t1, amount, *arrays, row, scale, flags, masked)
+
     def spread_interval(self, t0: float, t1: float, amounts_per_row: np.ndarray) -> None:
         """Add a vector of per-row amounts, all spread over the same [t0, t1]."""
         rows = np.flatnonzero(amounts_per_row != 0)

@@ -8,6 +8,12 @@ path does this with a dozen temporaries and four `np.add.at` calls over up to mi
 the numpy path's order (points, then firsts, lasts, whole bins' rates up and down), so each bin
 receives the same additions in the same order: the same sums to the last bit.
 
+The energy report of a 16K-GPU training run spreads each representative GPU's activity segment once
+per group of the devices it stands for (~830K segments, ~14M entries): `spread_fanout` spreads such
+a *fan-out* (segments x the pairs of a CSR table, amount x the pair's scale) without building its
+entries (gathered, they and the passes' temporaries took ~800 MB and ~3 s), the additions those
+entries would make in the same order; `spread` is the fan-out of one entry per amount.
+
 numba is imported when a run first spreads that many amounts at once (start-up); the compiled
 code is cached beside this module.
 """
@@ -21,35 +27,82 @@ from numba import njit
 @njit(cache=True)
 def spread(direct, rate, bins, width, rows, t0, t1, amounts):  # pragma: no cover (compiled)
     """Add `amounts[i]` (none zero) to row `rows[i]` of `direct` (rows x bins, flat) spread over
-    [t0[i], t1[i]] (inside the bins' span), whole bins through `rate` (rows x (bins + 1), flat)."""
+    [t0[i], t1[i]] (inside the bins' span), whole bins through `rate` (rows x (bins + 1), flat):
+    `spread_fanout` of one entry per amount (scaled by 1.0: the same amounts)."""
     n = len(amounts)
+    one = np.arange(n + 1)
+    spread_fanout(direct, rate, bins, width, t0, t1, amounts, one, one, rows, np.ones(n), np.ones(0, np.bool_), False)
+
+
+@njit(cache=True)
+def fanout_extent(t1, amount, key, ptr, scale, mask, masked):  # pragma: no cover (compiled)
+    """(number of, latest end of) the entries of a fan-out (`spread_fanout`) whose amount is not 0."""
+    kept = 0
+    end = -np.inf
+    for s in range(len(amount)):
+        k = key[s]
+        for p in range(ptr[k], ptr[k + 1]):
+            if (not masked or mask[p]) and amount[s] * scale[p] != 0:
+                kept += 1
+                end = max(end, t1[s])
+    return kept, end
+
+
+@njit(cache=True)
+def spread_fanout(direct, rate, bins, width, t0, t1, amount, key, ptr, row, scale, mask, masked):  # pragma: no cover
+    """Spread the entries of a fan-out: per segment s (interval [t0[s], t1[s]], `amount[s]`) and per
+    pair p of its key (ptr[key[s]] .. ptr[key[s] + 1], only those with mask[p] when `masked`), the
+    amount amount[s] x scale[p] into row row[p], the entries segment-major, those of amount 0 left
+    out (`AdaptiveBins.spread` of them: the same additions to every bin in the same order, without
+    building the entries). Five passes over the entries: points, firsts, lasts, whole bins' rates up
+    and down."""
+    n = len(amount)
     lo = np.empty(n, np.int64)
     hi = np.empty(n, np.int64)
     point = np.empty(n, np.bool_)  # the whole amount in one bin
-    density = np.empty(n)  # amount per second of the others
-    for i in range(n):
-        lo[i] = min(np.int64(t0[i] / width), bins - 1)
-        hi[i] = min(np.int64(t1[i] / width), bins - 1)
-        length = t1[i] - t0[i]
-        point[i] = hi[i] == lo[i] or length <= 0
-        density[i] = 0.0 if point[i] else amounts[i] / length
-    for i in range(n):
-        if point[i]:
-            direct[rows[i] * bins + lo[i]] += amounts[i]
-    for i in range(n):
-        if not point[i]:
-            first = density[i] * ((lo[i] + 1) * width - t0[i])
-            direct[rows[i] * bins + lo[i]] += first if first >= 0.0 else 0.0
-    for i in range(n):
-        if not point[i]:
-            last = density[i] * (t1[i] - hi[i] * width)
-            direct[rows[i] * bins + hi[i]] += last if last >= 0.0 else 0.0
-    for i in range(n):
-        if not point[i] and hi[i] - lo[i] > 1:
-            rate[rows[i] * (bins + 1) + lo[i] + 1] += density[i] * width
-    for i in range(n):
-        if not point[i] and hi[i] - lo[i] > 1:
-            rate[rows[i] * (bins + 1) + hi[i]] += -(density[i] * width)
+    length = np.empty(n)
+    for s in range(n):
+        lo[s] = min(np.int64(t0[s] / width), bins - 1)
+        hi[s] = min(np.int64(t1[s] / width), bins - 1)
+        length[s] = t1[s] - t0[s]
+        point[s] = hi[s] == lo[s] or length[s] <= 0
+    for s in range(n):
+        if point[s]:
+            k = key[s]
+            for p in range(ptr[k], ptr[k + 1]):
+                a = amount[s] * scale[p]
+                if (not masked or mask[p]) and a != 0:
+                    direct[row[p] * bins + lo[s]] += a
+    for s in range(n):
+        if not point[s]:
+            k = key[s]
+            for p in range(ptr[k], ptr[k + 1]):
+                a = amount[s] * scale[p]
+                if (not masked or mask[p]) and a != 0:
+                    first = a / length[s] * ((lo[s] + 1) * width - t0[s])
+                    direct[row[p] * bins + lo[s]] += first if first >= 0.0 else 0.0
+    for s in range(n):
+        if not point[s]:
+            k = key[s]
+            for p in range(ptr[k], ptr[k + 1]):
+                a = amount[s] * scale[p]
+                if (not masked or mask[p]) and a != 0:
+                    last = a / length[s] * (t1[s] - hi[s] * width)
+                    direct[row[p] * bins + hi[s]] += last if last >= 0.0 else 0.0
+    for s in range(n):
+        if not point[s] and hi[s] - lo[s] > 1:
+            k = key[s]
+            for p in range(ptr[k], ptr[k + 1]):
+                a = amount[s] * scale[p]
+                if (not masked or mask[p]) and a != 0:
+                    rate[row[p] * (bins + 1) + lo[s] + 1] += a / length[s] * width
+    for s in range(n):
+        if not point[s] and hi[s] - lo[s] > 1:
+            k = key[s]
+            for p in range(ptr[k], ptr[k + 1]):
+                a = amount[s] * scale[p]
+                if (not masked or mask[p]) and a != 0:
+                    rate[row[p] * (bins + 1) + hi[s]] += -(a / length[s] * width)
 
 
 @njit(cache=True)

@@ -143,9 +143,16 @@ class FlowSlots:
 
     def _list(self, links: np.ndarray) -> None:
         """Put the links of `links` not yet listed on `listed_links` (once each)."""
-        unlisted = links[~self.listed[links]]
+        if self.compiled:  # numba loaded: one pass (sim/network/links_kernel.py)
+            from sim.network.links_kernel import enlist
+
+            self.n_listed = enlist(
+                np.ascontiguousarray(links, dtype=np.int64), self.listed, self.listed_links, self.n_listed
+            )
+            return
+        unlisted = np.sort(links[~self.listed[links]])
         if len(unlisted):
-            unlisted = np.unique(unlisted)
+            unlisted = unlisted[np.concatenate([[True], unlisted[1:] != unlisted[:-1]])]  # np.unique loads numpy.ma
             self.listed[unlisted] = True
             self.listed_links[self.n_listed : self.n_listed + len(unlisted)] = unlisted
             self.n_listed += len(unlisted)

@@ -11,7 +11,8 @@ as numpy calls, a product, two masks and two masked additions over every link (~
 mid-size cluster, ~100K times a run); here one pass over the links the flow table lists as in use
 (`FlowSlots.listed_links`: every link with entries or a rate, a few thousand of a 16K-GPU Clos's
 100K), the same additions to the bit: a link off the list has no entries and no rate, where the
-masked additions add nothing. The pass drops from the list the links it finds idle.
+masked additions add nothing. The pass drops from the list the links it finds idle; `enlist` puts
+a new flow's links on it (a large table's flows: one pass, no sort for distinct links).
 
 numba is imported by the caller only once the flow table has loaded it for its fillings
 (sim/network/filling_kernel.py), so a small run never pays the import; the compiled code is cached
@@ -52,4 +53,16 @@ def advance(rate, entries, link_bytes, busy_s, dt, listed_links, n_listed, liste
             listed[link] = False
             continue
         i += 1
+    return n_listed
+
+
+@njit(cache=True)
+def enlist(links, listed, listed_links, n_listed):  # pragma: no cover (compiled)
+    """Put each link of `links` not `listed` at the end of `listed_links` (once: flagged as it goes);
+    returns the list's new length."""
+    for link in links:
+        if not listed[link]:
+            listed[link] = True
+            listed_links[n_listed] = link
+            n_listed += 1
     return n_listed

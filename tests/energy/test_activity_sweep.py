@@ -105,8 +105,8 @@ def test_a_run_with_many_intervals_sweeps_compiled(monkeypatch):
 @pytest.mark.parametrize("seed", range(4))
 def test_the_coarse_entries_gathered_compiled_spread_as_the_numpy_ones(monkeypatch, seed):
     """Each representative's segments are spread once per group of the devices it stands for
-    (`_class_members` pairs): from COMPILED_SPREAD_MIN entries on, the entries are gathered
-    compiled (sim/energy/pairs_kernel.py); the bins are the numpy path's, to the bit."""
+    (`_class_members` pairs): from COMPILED_SPREAD_MIN entries on, they are spread compiled
+    without being built (`AdaptiveBins.spread_fanout`); the bins are the numpy path's, to the bit."""
     from types import SimpleNamespace
 
     from sim.energy.meter import EnergyMeter, _class_members

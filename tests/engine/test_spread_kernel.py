@@ -81,3 +81,33 @@ def test_link_traffic_sums_many_entries_compiled_into_the_same_bins_as_numpy(see
     for plain, fast in zip(bins[False], bins[True]):
         assert fast.width_s == plain.width_s
         assert fast._direct.tobytes() == plain._direct.tobytes() and fast._rate.tobytes() == plain._rate.tobytes()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_a_fanout_spreads_as_its_entries_built_and_spread(seed, masked):
+    """`AdaptiveBins.spread_fanout` spreads segment s's amount x scale[p] into row row[p] for each
+    pair p of its key (a CSR table; only masked-in pairs with a mask), segment-major, without
+    building those entries: the bins (and their coarsening) are those of `spread` of the entries
+    built, to the bit; entries of amount 0 are left out as `spread` leaves them out."""
+    rng = np.random.default_rng(seed)
+    keys, rows = 30, 9
+    counts = rng.integers(0, 5, keys)
+    ptr = np.concatenate([[0], np.cumsum(counts)])
+    row, scale = rng.integers(0, rows, ptr[-1]), rng.integers(0, 4, ptr[-1])
+    mask = rng.random(ptr[-1]) < 0.6 if masked else None
+    _, t0, t1, amount = random_amounts(seed, 2000, rows=1)
+    key = rng.integers(0, keys, 2000)
+    built = [
+        (row[p], t0[s], t1[s], amount[s] * scale[p])
+        for s in range(2000)
+        for p in range(ptr[key[s]], ptr[key[s] + 1])
+        if mask is None or mask[p]
+    ]
+    expected, fanned = AdaptiveBins(rows, 64), AdaptiveBins(rows, 64)
+    for scale_t in (1.0, 40.0):  # the second call coarsens the bins
+        expected.spread(*(np.array(column) * (scale_t if i in (1, 2) else 1) for i, column in enumerate(zip(*built))))
+        fanned.spread_fanout(t0 * scale_t, t1 * scale_t, amount, key, ptr, row, scale, mask)
+    assert fanned.width_s == expected.width_s > 64 * link_traffic.MIN_BIN_S
+    assert fanned._direct.tolist() == expected._direct.tolist()
+    assert fanned._rate.tolist() == expected._rate.tolist()

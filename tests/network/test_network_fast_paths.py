@@ -261,12 +261,17 @@ def test_the_compiled_advance_adds_the_numpy_paths_bytes_and_busy_time_to_the_la
     assert np.array_equal(link_bytes, expected_bytes) and np.array_equal(busy_s, expected_busy)
 
 
-def test_the_flow_table_lists_every_link_in_use():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_flow_table_lists_every_link_in_use(compiled):
     """Every link a flow table's flows cross is on its list of links in use (`FlowSlots.listed_links`,
-    what the compiled advance passes over), once."""
+    what the compiled advance passes over), once: listed by numpy calls while the table is small,
+    in one compiled pass once it fills compiled (sim/network/links_kernel.py `enlist`)."""
     rng = np.random.default_rng(3)
     capacity = np.full(40, 10e9)
     slots = FlowTable(capacity)
+    if compiled:
+        slots._python_entries = flow_table.PYTHON_FILLING_ENTRIES
+    assert slots.compiled == compiled
     for _ in range(5):
         lengths = rng.integers(1, 4, 6)
         flat = rng.integers(0, 40, int(lengths.sum()))
