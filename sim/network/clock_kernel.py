@@ -24,7 +24,7 @@ from numba import njit
 
 from sim.network.flow_clocks import FEW_PAIR_ENTRIES
 from sim.network.heap_kernel import refresh
-from sim.network.refill_kernel import drop_stale_cache
+from sim.network.links_kernel import drop_stale_cache
 from sim.network.region_kernel import apply_pairs, retime
 
 drop_stale_cache(Path(__file__), ("heap_kernel.py", "region_kernel.py", "flow_clocks.py"))  # FEW_PAIR_ENTRIES

@@ -19,10 +19,15 @@ loads it instead of compiling (~1.4 s).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numba import njit
 
+from sim.network.links_kernel import drop_stale_cache, fill_on
 from sim.network.max_min import REL_TOL
+
+drop_stale_cache(Path(__file__), ("links_kernel.py",))  # its kernels are compiled into this module's
 
 
 @njit(cache=True)
@@ -30,9 +35,16 @@ def fill(row, link, weight, n, capacity, rate, link_level, want_level):  # pragm
     """Max-min fair rates of `n` flows (entries: flow `row`, `link`, `weight`; int64, int64,
     float64) over links of `capacity` into `rate` (length n); with `want_level`, `link_level[l]`
     receives the level at which link l filled and froze flows (untouched for other links)."""
+    fill_with(row, link, weight, n, capacity, rate, link_level, want_level, np.full(len(capacity), -1, np.int64))
+
+
+@njit(cache=True)
+def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, compact):  # pragma: no cover
+    """`fill` given its per-link map `compact` (-1 on every link, left so): a caller filling again
+    and again over many links (the flow table's refills) keeps one instead of making one per
+    filling. Reads `capacity` and writes `link_level` on the entries' links only."""
     m = len(link)
     # the links the entries use, numbered in order of first appearance
-    compact = np.full(len(capacity), -1, np.int64)
     used = np.empty(m, np.int64)
     entry_link = np.empty(m, np.int64)
     u = 0
@@ -93,6 +105,8 @@ def fill(row, link, weight, n, capacity, rate, link_level, want_level):  # pragm
             frozen_entries[c] = 0
         newly[:] = False
         k = kept
+    for c in range(u):
+        compact[used[c]] = -1
 
 
 @njit(cache=True)
@@ -117,8 +131,44 @@ def bundled_fill(  # pragma: no cover (compiled)
     """`bundled_filling` (sim/network/max_min.py) in one call, its operations in the same order: the
     bundles filled as single flows of k-fold entries on the shared links, the other flows on the
     capacity the bundles leave on the edge links, then the check. Writes the rates into `rate`
-    (bundled rows, then the others) and the bundled rows' edge load into `edge_load`; returns
-    whether the check holds."""
+    (bundled rows, then the others) and the bundled rows' edge load into `edge_load` (every link);
+    returns whether the check holds."""
+    links = len(capacity)
+    return bundled_fill_on(
+        unit, u_row, u_link, u_weight, b_row, b_link, b_weight, s_row, s_link, s_weight, n_single, capacity,
+        multiplicity, has_multiplicity, rate, edge_load, np.zeros(0, np.int64), True, np.full(links, -1, np.int64),
+        np.empty(links), np.empty(links),
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def bundled_fill_on(  # pragma: no cover (compiled)
+    unit,
+    u_row,
+    u_link,
+    u_weight,
+    b_row,
+    b_link,
+    b_weight,
+    s_row,
+    s_link,
+    s_weight,
+    n_single,
+    capacity,
+    multiplicity,
+    has_multiplicity,
+    rate,
+    edge_load,
+    touched,
+    every,
+    compact,
+    residual,
+    level,
+):
+    """`bundled_fill` on the links of `touched` (every link of the entries, or more; every link
+    where `every`): `capacity` is read, and `edge_load`, `residual` and `level` (per-link scratch)
+    are written, there only; the other links would add nothing (no bundled load, no check to
+    fail). `compact`: `fill_with`'s map (-1 on every link, left so)."""
     n_bundled = len(unit)
     n_units = 0
     for i in range(n_bundled):
@@ -130,25 +180,38 @@ def bundled_fill(  # pragma: no cover (compiled)
     for j in range(len(u_link)):
         weight[j] = u_weight[j] * size[u_row[j]]
     unit_rate = np.empty(n_units)
-    fill(u_row, u_link, weight, n_units, capacity, unit_rate, np.empty(0), False)
+    fill_with(u_row, u_link, weight, n_units, capacity, unit_rate, np.empty(0), False, compact)
     for i in range(n_bundled):
         rate[i] = unit_rate[unit[i]]
-    links = len(capacity)
-    edge_load[:] = 0.0
+    fill_on(edge_load, 0.0, touched, every)
     for j in range(len(b_link)):
         edge_load[b_link[j]] += b_weight[j] * rate[b_row[j]]
-    residual = np.empty(links)
-    for link in range(links):
-        residual[link] = capacity[link] - edge_load[link]
-        if residual[link] < -REL_TOL * capacity[link] and edge_load[link] > 0:
-            return False  # the bundles overfill an edge link
-    level = np.full(links, np.inf)
+    if not _edge_residual(residual, capacity, edge_load, touched, every):
+        return False  # the bundles overfill an edge link
+    fill_on(level, np.inf, touched, every)
     single = np.empty(n_single)
-    fill(s_row, s_link, s_weight, n_single, residual, single, level, True)
+    fill_with(s_row, s_link, s_weight, n_single, residual, single, level, True, compact)
     for i in range(n_single):
         rate[n_bundled + i] = single[i]
     for j in range(len(b_link)):
         filled = level[b_link[j]]
         if filled < np.inf and rate[b_row[j]] > filled * (1 + REL_TOL):
             return False  # an edge link fills below a bundle's rate
+    return True
+
+
+@njit(cache=True)
+def _edge_residual(residual, capacity, edge_load, touched, every):  # pragma: no cover (compiled)
+    """residual = capacity - edge_load on the links of `touched` (every link where `every`); False
+    where the bundled load overfills a link."""
+    if every:
+        for link in range(len(residual)):
+            residual[link] = capacity[link] - edge_load[link]
+            if residual[link] < -REL_TOL * capacity[link] and edge_load[link] > 0:
+                return False
+    else:
+        for link in touched:
+            residual[link] = capacity[link] - edge_load[link]
+            if residual[link] < -REL_TOL * capacity[link] and edge_load[link] > 0:
+                return False
     return True

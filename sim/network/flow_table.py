@@ -62,6 +62,7 @@ class FlowTable(FlowSlots):
         self._backoff = 0
         self._failures = 0
         self._python_entries = 0  # filled in plain Python so far (`_compiled`)
+        self._scratch: tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray] | None = None  # `_refill_scratch`
         self.refills = 0  # statistics
         self.refilled_rows = 0
         self.bundled_refills = 0
@@ -146,7 +147,7 @@ class FlowTable(FlowSlots):
             p["bundle"], p["link"], p["weight"], p["count"], self.clocks.pairs.size, *self.clocks.pairs_by_bundle(),
             store.arrays["start"][: store.size], store.arrays["length"][: store.size],
             self.bundles.entries.arrays["link"], self.bundles.entries.arrays["weight"],
-            float(now), DONE_BYTES,
+            float(now), DONE_BYTES, *self._refill_scratch(),
         )  # fmt: skip
         if failed:  # as `_bundled` counts a failed check
             self._failures += 1
@@ -170,6 +171,20 @@ class FlowTable(FlowSlots):
         self.refilled_rows += len(flows) + c
         self._compact()
         return None
+
+    def _refill_scratch(self) -> tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray]:
+        """The compiled refill's per-link working arrays, made once: a link map (-1 on every link
+        between refills), seven arrays of per-link values and per-link flags (written and read on a
+        refill's links only), so a refill of a few flows costs the links its entries touch, not every
+        link (a 16K-GPU Clos has 100K), and none makes arrays of every link."""
+        if self._scratch is None:
+            n = self.num_links
+            self._scratch = (
+                np.full(n, -1, dtype=np.int64),
+                tuple(np.empty(n) for _ in range(7)),  # apart: a row of a 2-d array is not contiguous to numba
+                np.zeros(n, dtype=bool),
+            )
+        return self._scratch
 
     def _settle_rows(
         self, flows: np.ndarray, clocks: np.ndarray, old: np.ndarray, rate: np.ndarray, now: float

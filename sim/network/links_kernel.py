@@ -14,14 +14,90 @@ mid-size cluster, ~100K times a run); here one pass over the links the flow tabl
 masked additions add nothing. The pass drops from the list the links it finds idle; `enlist` puts
 a new flow's links on it (a large table's flows: one pass, no sort for distinct links).
 
+A refill's per-link steps (residual capacity, loads, new rates: sim/network/refill_kernel.py) run on
+the links its entries touch or on every link (`every`: where the entries are many, a pass in order,
+which the compiler vectorises, costs less than reaching the links one by one): `fill_on`, `add_on`,
+`residual_on`, `rates_on`.
+
 numba is imported by the caller only once the flow table has loaded it for its fillings
 (sim/network/filling_kernel.py), so a small run never pays the import; the compiled code is cached
-beside this module.
+beside this module (`drop_stale_cache` for the modules whose kernels compile these in).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from numba import njit
+
+
+def drop_stale_cache(module: Path, compiled_in: tuple[str, ...]) -> bool:
+    """numba drops a cached kernel when the file that defines it changes, not when a file whose
+    kernels it calls does: drop `module`'s cache (its `__pycache__` index and data files) when one of
+    `compiled_in` (beside it) is newer than it. Returns whether it did. (A cache numba keeps
+    elsewhere - NUMBA_CACHE_DIR, or a user cache beside a read-only install - is left alone: there the
+    sources do not change.)"""
+    cache = module.parent / "__pycache__"
+    try:
+        index = list(cache.glob(f"{module.stem}.*.nbi"))
+        newest = max((module.parent / name).stat().st_mtime for name in compiled_in)
+        if not index or newest <= min(p.stat().st_mtime for p in index):
+            return False
+        for stale in cache.glob(f"{module.stem}.*.nb[ic]"):
+            stale.unlink(missing_ok=True)
+    except OSError:  # unreadable or read-only: nothing to drop here
+        return False
+    return True
+
+
+@njit(cache=True)
+def fill_on(values, value, touched, every):  # pragma: no cover (compiled)
+    """values[link] = value on the links of `touched` (on every link where `every`)."""
+    if every:
+        values[:] = value
+    else:
+        for link in touched:
+            values[link] = value
+
+
+@njit(cache=True)
+def add_on(values, more, touched, every):  # pragma: no cover (compiled)
+    """values[link] += more[link] on the links of `touched` (on every link where `every`)."""
+    if every:
+        for link in range(len(values)):
+            values[link] += more[link]
+    else:
+        for link in touched:
+            values[link] += more[link]
+
+
+@njit(cache=True)
+def residual_on(residual, capacity, link_rate, old_load, touched, every):  # pragma: no cover (compiled)
+    """residual = capacity - (link_rate - old_load): what other flows leave of each link, on the
+    links of `touched` (on every link where `every`)."""
+    if every:
+        for link in range(len(residual)):
+            residual[link] = capacity[link] - (link_rate[link] - old_load[link])
+    else:
+        for link in touched:
+            residual[link] = capacity[link] - (link_rate[link] - old_load[link])
+
+
+@njit(cache=True)
+def rates_on(link_rate, old_load, new_load, whole, touched, every):  # pragma: no cover (compiled)
+    """The links' new rates in place: the new load where the refill is `whole` (every live flow),
+    else link_rate - old_load + new_load, on the links of `touched` (on every link where `every`)."""
+    if every and whole:
+        link_rate[:] = new_load
+    elif every:
+        for link in range(len(link_rate)):
+            link_rate[link] = link_rate[link] - old_load[link] + new_load[link]
+    elif whole:
+        for link in touched:
+            link_rate[link] = new_load[link]
+    else:
+        for link in touched:
+            link_rate[link] = link_rate[link] - old_load[link] + new_load[link]
 
 
 @njit(cache=True)

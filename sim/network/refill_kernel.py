@@ -19,6 +19,14 @@ the flow table refills the region row by row itself.
 Each step calls the kernel the step-by-step path calls, on the same arrays, and the arithmetic in
 between is the same element-wise operations (`capacity - (link_rate - old_load)`,
 `link_rate - old_load + new_load`), so the rates, loads and times are the same to the last bit.
+Those per-link steps run on the links the region's entries touch only (`_touched`; every link, in
+order, where the entries are as many as an eighth of the links: sim/network/links_kernel.py), in
+working arrays the flow table keeps (`FlowTable._refill_scratch`), and the links' rates change in
+place:
+elsewhere the old and new loads are 0, so a rate stays as it was (`x - 0 + 0` is x: no link's rate
+is ever -0, sums start from +0), and a refill of every live flow finds no rate on a link without
+entries. On a 16K-GPU Clos (100K links, ~3.6K flows a refill) the passes over every link, with
+their fresh arrays, took most of a refill.
 A row-by-row filling of a few entries, which the step-by-step path fills in plain Python, is
 filled by `fill` here: the same rates to the last bit (tests/network/test_network_fast_paths.py).
 """
@@ -30,30 +38,12 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from sim.network.filling_kernel import bundled_fill, fill
-from sim.network.region_kernel import connected, load, prepare, settle_rows
+from sim.network.filling_kernel import bundled_fill_on, fill_with
+from sim.network.links_kernel import drop_stale_cache, fill_on, rates_on, residual_on
+from sim.network.region_kernel import connected, load_on, prepare, settle_rows
 
 # the files whose kernels (and constants) this module's kernels compile in
-_COMPILED_IN = ("region_kernel.py", "filling_kernel.py", "max_min.py")
-
-
-def drop_stale_cache(module: Path, compiled_in: tuple[str, ...]) -> bool:
-    """numba drops a cached kernel when the file that defines it changes, not when a file whose
-    kernels it calls does: drop `module`'s cache (its `__pycache__` index and data files) when one of
-    `compiled_in` (beside it) is newer than it. Returns whether it did. (A cache numba keeps
-    elsewhere - NUMBA_CACHE_DIR, or a user cache beside a read-only install - is left alone: there the
-    sources do not change.)"""
-    cache = module.parent / "__pycache__"
-    try:
-        index = list(cache.glob(f"{module.stem}.*.nbi"))
-        newest = max((module.parent / name).stat().st_mtime for name in compiled_in)
-        if not index or newest <= min(p.stat().st_mtime for p in index):
-            return False
-        for stale in cache.glob(f"{module.stem}.*.nb[ic]"):
-            stale.unlink(missing_ok=True)
-    except OSError:  # unreadable or read-only: nothing to drop here
-        return False
-    return True
+_COMPILED_IN = ("region_kernel.py", "filling_kernel.py", "max_min.py", "links_kernel.py")
 
 
 drop_stale_cache(Path(__file__), _COMPILED_IN)
@@ -66,9 +56,10 @@ REFILLED = 3  # rates, loads and times set
 
 @njit(cache=True)
 def _region(
-    loose, low, changed, slot_bundle, slot_fresh, slot_rate, slot_start, slot_length, entry_link, link_bundled
+    loose, low, changed, slot_bundle, slot_fresh, slot_rate, slot_start, slot_length, entry_link, link_bundled, dirty
 ):  # pragma: no cover (compiled)
-    """The loose flows at or above `low` whose rate can change (`FlowTable._affected`), in slot order."""
+    """The loose flows at or above `low` whose rate can change (`FlowTable._affected`), in slot order.
+    `dirty`: per-link scratch (written and read on the links of the flows and changes only)."""
     m = 0
     region = np.empty(len(loose), np.int64)
     singles = 0
@@ -82,17 +73,19 @@ def _region(
     region = region[:m]
     if singles == 0:
         return region
-    dirty = np.empty(len(link_bundled), np.bool_)
-    for link in range(len(link_bundled)):
-        dirty[link] = link_bundled[link] > 0
-    for link in changed:
-        dirty[link] = True
     single = np.empty(singles, np.int64)
     j = 0
     for i in range(m):
         if slot_bundle[region[i]] < 0:
             single[j] = region[i]
             j += 1
+    # dirty: links with bundled entries or where flows came or went, on the links `connected` reads
+    # (the single flows' own; elsewhere left as it was)
+    for f in single:
+        for e in range(slot_start[f], slot_start[f] + slot_length[f]):
+            dirty[entry_link[e]] = link_bundled[entry_link[e]] > 0
+    for link in changed:
+        dirty[link] = True
     hit = connected(single, slot_start, slot_length, entry_link, dirty)
     kept = np.empty(m, np.int64)
     k = 0
@@ -154,6 +147,23 @@ def _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight):  #
     return row, link, weight
 
 
+@njit(cache=True)
+def _touched(u_link, e_link, compact):  # pragma: no cover (compiled)
+    """The distinct links of the entries, in order of first appearance (`compact`: -1 on every link,
+    left so)."""
+    touched = np.empty(len(u_link) + len(e_link), np.int64)
+    k = 0
+    for links in (u_link, e_link):
+        for link in links:
+            if compact[link] < 0:
+                compact[link] = k
+                touched[k] = link
+                k += 1
+    for i in range(k):
+        compact[touched[i]] = -1
+    return touched[:k]
+
+
 @njit(cache=True, error_model="numpy")
 def refill(  # pragma: no cover (compiled)
     loose,
@@ -196,6 +206,9 @@ def refill(  # pragma: no cover (compiled)
     bundle_weight,
     now,
     done_bytes,
+    compact,
+    scratch,
+    dirty,
 ):
     """One refill (see the module docstring). Returns (outcome, flows, clocks, rate, left, link
     rates, bundled, check failed): `flows` the region's loose flows (after gathering: bundled ones
@@ -203,9 +216,11 @@ def refill(  # pragma: no cover (compiled)
     bytes left now, the links' new rates (a new array) and whether the filling was bundled; `check
     failed`: a bundled filling was tried and its check failed."""
     no_rates = np.zeros(0)
+    no_links = np.zeros(0, np.int64)
     flows = _region(
-        loose, low, changed, slot_bundle, slot_fresh, slot_rate, slot_start, slot_length, entry_link, link_bundled
-    )
+        loose, low, changed, slot_bundle, slot_fresh, slot_rate, slot_start, slot_length, entry_link, link_bundled,
+        dirty,
+    )  # fmt: skip
     clocks = _running(clock_count, clock_rate, n_clocks, members, low)
     c = len(clocks)
     if len(flows) == 0 and c == 0:
@@ -219,7 +234,8 @@ def refill(  # pragma: no cover (compiled)
             by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight,
         )
     )  # fmt: skip
-    num_links = len(capacity)
+    every = (len(u_link) + len(e_link)) * 8 >= len(capacity)  # many entries: every link, in order
+    touched = no_links if every else _touched(u_link, e_link, compact)  # else the links they touch
     units = len(ids)
     has_mult = c > 0
     rows = c + len(ordered)
@@ -227,15 +243,16 @@ def refill(  # pragma: no cover (compiled)
     old_load = no_rates
     residual = capacity
     if not whole:
-        old_load = load(
-            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, num_links, 0,
-            np.zeros(num_links),
+        old_edge = scratch[0]
+        fill_on(old_edge, 0.0, touched, every)
+        old_load = load_on(
+            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, 0, old_edge, touched,
+            every, scratch[1],
         )  # fmt: skip
-        residual = np.empty(num_links)
-        for link in range(num_links):
-            residual[link] = capacity[link] - (link_rate[link] - old_load[link])
+        residual = scratch[2]
+        residual_on(residual, capacity, link_rate, old_load, touched, every)
     rate = np.empty(rows)
-    bundled_load = np.empty(num_links)
+    bundled_load = scratch[3]
     bundled = False
     failed = False
     n_unit = len(unit)
@@ -244,34 +261,27 @@ def refill(  # pragma: no cover (compiled)
         s_row = np.empty(len(e_row) - k, np.int64)
         for q in range(k, len(e_row)):
             s_row[q - k] = e_row[q] - n_unit
-        bundled = bundled_fill(
+        bundled = bundled_fill_on(
             unit, u_row, u_link, u_weight, e_row[:k], e_link[:k], e_weight[:k], s_row, e_link[k:], e_weight[k:],
-            rows - n_unit, residual, mult, has_mult, rate, bundled_load,
+            rows - n_unit, residual, mult, has_mult, rate, bundled_load, touched, every, compact, scratch[4],
+            scratch[5],
         )  # fmt: skip
         failed = not bundled
     if not bundled:
         if c:
             return FAILED, ordered, clocks, no_rates, no_rates, link_rate, False, failed
         row, link, weight = _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight)
-        fill(row, link, weight, rows, residual, rate, no_rates, False)
-    if bundled:
-        new_load = load(
-            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, num_links, split,
-            bundled_load.copy(),
-        )  # fmt: skip
-    else:
-        new_load = load(
-            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, num_links, 0,
-            np.zeros(num_links),
-        )  # fmt: skip
-    if whole:
-        new_rate = new_load
-    else:
-        new_rate = np.empty(num_links)
-        for link in range(num_links):
-            new_rate[link] = link_rate[link] - old_load[link] + new_load[link]
+        fill_with(row, link, weight, rows, residual, rate, no_rates, False, compact)
+        fill_on(bundled_load, 0.0, touched, every)  # no bundled load: the new load's edge sums start from 0
+    new_load = load_on(
+        unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, split if bundled else 0,
+        bundled_load, touched, every, scratch[6],
+    )  # fmt: skip
+    # whole: every link with entries is touched, the others carry no rate (0 before and after); else
+    # elsewhere the old and new loads are 0: the rate stays
+    rates_on(link_rate, old_load, new_load, whole, touched, every)
     left = settle_rows(
         ordered, clocks, old, rate, now, slot_left, slot_t_ref, slot_rate, slot_fresh, slot_finish, slot_due,
         clock_v, clock_t, clock_rate, done_bytes,
     )  # fmt: skip
-    return REFILLED, ordered, clocks, rate, left, new_rate, bundled, failed
+    return REFILLED, ordered, clocks, rate, left, link_rate, bundled, failed

@@ -40,8 +40,14 @@ beside this module.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from numba import njit
+
+from sim.network.links_kernel import add_on, drop_stale_cache, fill_on
+
+drop_stale_cache(Path(__file__), ("links_kernel.py",))  # its kernels are compiled into this module's
 
 _FEW_TIMES = 32  # distinct times `by_time` orders by counting
 
@@ -222,6 +228,21 @@ def load(  # pragma: no cover (compiled)
     """Per link: summed entries x rate of a refill's rows (`FlowTable._load`). `edge`: the edge
     entries' sums so far (zeros, or a bundled filling's load of the first `edge_start` of them),
     continued in place by the others in entry order; the shared part is summed apart and added."""
+    return load_on(
+        unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, edge_start, edge,
+        np.zeros(0, np.int64), True, np.empty(num_links),
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def load_on(  # pragma: no cover (compiled)
+    unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, edge_start, edge, touched,
+    every, shared,
+):  # fmt: skip
+    """`load` on the links of `touched` (every link of the entries, or more; every link where
+    `every`): the sums are right there only (elsewhere `edge` and `shared`, per-link scratch, are
+    left as they were; the sums would be 0). Returns `edge` where there are no shared entries, else
+    `shared`."""
     for i in range(edge_start, len(e_link)):
         edge[e_link[i]] += e_weight[i] * rate[e_row[i]]
     if not len(unit):
@@ -229,11 +250,10 @@ def load(  # pragma: no cover (compiled)
     per_unit = np.zeros(units)
     for i in range(len(unit)):
         per_unit[unit[i]] += rate[i] * mult[i] if has_mult else rate[i]
-    shared = np.zeros(num_links)
+    fill_on(shared, 0.0, touched, every)
     for j in range(len(u_link)):
         shared[u_link[j]] += u_weight[j] * per_unit[u_row[j]]
-    for link in range(num_links):
-        shared[link] += edge[link]
+    add_on(shared, edge, touched, every)
     return shared
 
 

@@ -924,12 +924,22 @@ def test_a_refill_in_one_compiled_call_takes_every_way_of_the_step_by_step_one()
     } <= outcomes, outcomes
 
 
+@RUNS
+@given(st.integers(0, 2**32 - 1))
+def test_a_refill_of_a_few_of_many_links_works_on_those_and_keeps_every_sum(seed):
+    """Among 20,000 idle links (a large fabric, few of whose links a refill's entries touch), a
+    compiled refill computes residual capacity, loads and rates on the links its entries touch only
+    (sim/network/refill_kernel.py `_touched`), in per-link arrays kept from refill to refill: the
+    tables keep the same per-link sums, rates and times as one that never compiles, to the bit."""
+    _in_lockstep(np.random.default_rng(seed), uplink=10e9 / 4, idle_links=20_000)
+
+
 def test_a_kernel_cache_goes_when_a_file_it_compiles_in_is_newer(tmp_path):
     """numba keeps a compiled kernel until the file defining it changes; the one-call refill compiles
     in kernels of other files, so its cache is dropped when one of those is newer than it."""
     import os
 
-    from sim.network.refill_kernel import drop_stale_cache
+    from sim.network.links_kernel import drop_stale_cache
 
     module, other = tmp_path / "fused.py", tmp_path / "calls.py"
     module.write_text("")
@@ -951,11 +961,15 @@ def test_a_kernel_cache_goes_when_a_file_it_compiles_in_is_newer(tmp_path):
     assert [f.exists() for f in files] == [False, False, True]
 
 
-def _in_lockstep(rng, uplink: float) -> None:
+def _in_lockstep(rng, uplink: float, idle_links: int = 0) -> None:
     """Two tables on a leaf-spine of 4 leaves of 6 hosts (10 Gb/s NICs, `uplink` per leaf), one
     summing compiled and one not, take the same flows and refills; after each refill their per-link
-    sums, rates, flows' times and clocks are the same, to the bit."""
+    sums, rates, flows' times and clocks are the same, to the bit (the compiled refills working on
+    the links their entries touch, or on every link where the entries are many, in per-link arrays
+    kept from refill to refill). `idle_links`: links no flow crosses, after the fabric's."""
     capacity, shared, path = leaf_spine(4, 6, 10e9, uplink)  # 56 links: a flow alone is "few"
+    capacity = np.concatenate([capacity, np.full(idle_links, 10e9)])
+    shared = np.concatenate([shared, np.zeros(idle_links, dtype=bool)])
     tables = {mode: FlowTable(capacity, shared) for mode in (False, True)}
     now = 0.0
     with pytest.MonkeyPatch.context() as patch:
@@ -1011,9 +1025,10 @@ def test_flows_connected_to_no_change_keep_their_rates_compiled_as_in_numpy():
     table.recompute(0.0)
     loose, changed = table._loose, np.array(path(6, 7))  # a flow arrives on leaf 1's hosts 6 and 7
     a = table._slots.arrays
+    dirty = np.ones(table.num_links, dtype=bool)  # scratch left by an earlier refill: set where read
     compiled = _region(
         loose, -np.inf, changed, a["bundle"], a["fresh"], a["rate"], a["start"], a["length"],
-        table._entries.arrays["link"], table.link_bundled,
+        table._entries.arrays["link"], table.link_bundled, dirty,
     )  # fmt: skip
     assert compiled.tolist() == table._affected(loose, changed).tolist() == [1, 2, 3]  # all but the quiet flow
 
