@@ -66,42 +66,26 @@ def spread_fanout(direct, rate, bins, width, t0, t1, amount, key, ptr, row, scal
         hi[s] = min(np.int64(t1[s] / width), bins - 1)
         length[s] = t1[s] - t0[s]
         point[s] = hi[s] == lo[s] or length[s] <= 0
-    for s in range(n):
-        if point[s]:
+    for step in range(5):  # points, firsts, lasts, whole bins' rates up, down: each a pass, in entry order
+        for s in range(n):
+            if point[s] != (step == 0) or (step >= 3 and hi[s] - lo[s] <= 1):
+                continue
             k = key[s]
             for p in range(ptr[k], ptr[k + 1]):
                 a = amount[s] * scale[p]
-                if (not masked or mask[p]) and a != 0:
+                if (masked and not mask[p]) or a == 0:
+                    continue
+                if step == 0:
                     direct[row[p] * bins + lo[s]] += a
-    for s in range(n):
-        if not point[s]:
-            k = key[s]
-            for p in range(ptr[k], ptr[k + 1]):
-                a = amount[s] * scale[p]
-                if (not masked or mask[p]) and a != 0:
+                elif step == 1:
                     first = a / length[s] * ((lo[s] + 1) * width - t0[s])
                     direct[row[p] * bins + lo[s]] += first if first >= 0.0 else 0.0
-    for s in range(n):
-        if not point[s]:
-            k = key[s]
-            for p in range(ptr[k], ptr[k + 1]):
-                a = amount[s] * scale[p]
-                if (not masked or mask[p]) and a != 0:
+                elif step == 2:
                     last = a / length[s] * (t1[s] - hi[s] * width)
                     direct[row[p] * bins + hi[s]] += last if last >= 0.0 else 0.0
-    for s in range(n):
-        if not point[s] and hi[s] - lo[s] > 1:
-            k = key[s]
-            for p in range(ptr[k], ptr[k + 1]):
-                a = amount[s] * scale[p]
-                if (not masked or mask[p]) and a != 0:
+                elif step == 3:
                     rate[row[p] * (bins + 1) + lo[s] + 1] += a / length[s] * width
-    for s in range(n):
-        if not point[s] and hi[s] - lo[s] > 1:
-            k = key[s]
-            for p in range(ptr[k], ptr[k + 1]):
-                a = amount[s] * scale[p]
-                if (not masked or mask[p]) and a != 0:
+                else:
                     rate[row[p] * (bins + 1) + hi[s]] += -(a / length[s] * width)
 
 

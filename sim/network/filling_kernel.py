@@ -127,48 +127,20 @@ def bundled_fill(  # pragma: no cover (compiled)
     has_multiplicity,
     rate,
     edge_load,
-):
-    """`bundled_filling` (sim/network/max_min.py) in one call, its operations in the same order: the
-    bundles filled as single flows of k-fold entries on the shared links, the other flows on the
-    capacity the bundles leave on the edge links, then the check. Writes the rates into `rate`
-    (bundled rows, then the others) and the bundled rows' edge load into `edge_load` (every link);
-    returns whether the check holds."""
-    links = len(capacity)
-    return bundled_fill_on(
-        unit, u_row, u_link, u_weight, b_row, b_link, b_weight, s_row, s_link, s_weight, n_single, capacity,
-        multiplicity, has_multiplicity, rate, edge_load, np.zeros(0, np.int64), True, np.full(links, -1, np.int64),
-        np.empty(links), np.empty(links),
-    )  # fmt: skip
-
-
-@njit(cache=True)
-def bundled_fill_on(  # pragma: no cover (compiled)
-    unit,
-    u_row,
-    u_link,
-    u_weight,
-    b_row,
-    b_link,
-    b_weight,
-    s_row,
-    s_link,
-    s_weight,
-    n_single,
-    capacity,
-    multiplicity,
-    has_multiplicity,
-    rate,
-    edge_load,
     touched,
     every,
     compact,
     residual,
     level,
 ):
-    """`bundled_fill` on the links of `touched` (every link of the entries, or more; every link
-    where `every`): `capacity` is read, and `edge_load`, `residual` and `level` (per-link scratch)
-    are written, there only; the other links would add nothing (no bundled load, no check to
-    fail). `compact`: `fill_with`'s map (-1 on every link, left so)."""
+    """`bundled_filling` (sim/network/max_min.py) in one call, its operations in the same order: the
+    bundles filled as single flows of k-fold entries on the shared links, the other flows on the
+    capacity the bundles leave on the edge links, then the check. Writes the rates into `rate`
+    (bundled rows, then the others) and the bundled rows' edge load into `edge_load`; returns
+    whether the check holds. Per-link steps run on the links of `touched` (every link of the
+    entries, or more; every link where `every`): `capacity` is read, and `edge_load`, `residual`
+    and `level` (per-link scratch) are written, there only; the other links would add nothing (no
+    bundled load, no check to fail). `compact`: `fill_with`'s map (-1 on every link, left so)."""
     n_bundled = len(unit)
     n_units = 0
     for i in range(n_bundled):

@@ -48,6 +48,7 @@ _BACKOFF_MAX = 64  # after a failed bundle check, row-level refills for up to th
 # loading numba costs ~0.35 s, about what filling this many entries in Python costs, so a small run
 # (the README's 2-host all-reduce fills ~0.1M) never pays it and a large one pays it once.
 PYTHON_FILLING_ENTRIES = 150_000
+_NO_LINKS = np.zeros(0, dtype=np.int64)
 _NO_RATES = np.zeros(0)
 
 
@@ -384,9 +385,11 @@ class FlowTable(FlowSlots):
                 e_link,
                 e_weight,
                 np.ascontiguousarray(rate, dtype=float),
-                self.num_links,
                 start,
                 edge,
+                _NO_LINKS,
+                True,  # every link
+                np.empty(self.num_links),
             )
         if not len(unit):
             return self._edge_load(parts, rate)

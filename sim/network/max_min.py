@@ -310,5 +310,10 @@ def _compiled_bundled_filling(
         multiplicity is not None,
         rate,
         load,
+        np.zeros(0, dtype=np.int64),
+        True,  # every link
+        np.full(len(capacity), -1, dtype=np.int64),
+        np.empty(len(capacity)),
+        np.empty(len(capacity)),
     )
     return rate if ok else None

@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from sim.network.filling_kernel import bundled_fill_on, fill_with
+from sim.network.filling_kernel import bundled_fill, fill_with
 from sim.network.links_kernel import drop_stale_cache, fill_on, rates_on, residual_on
-from sim.network.region_kernel import connected, load_on, prepare, settle_rows
+from sim.network.region_kernel import connected, load, prepare, settle_rows
 
 # the files whose kernels (and constants) this module's kernels compile in
 _COMPILED_IN = ("region_kernel.py", "filling_kernel.py", "max_min.py", "links_kernel.py")
@@ -245,7 +245,7 @@ def refill(  # pragma: no cover (compiled)
     if not whole:
         old_edge = scratch[0]
         fill_on(old_edge, 0.0, touched, every)
-        old_load = load_on(
+        old_load = load(
             unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, 0, old_edge, touched,
             every, scratch[1],
         )  # fmt: skip
@@ -261,7 +261,7 @@ def refill(  # pragma: no cover (compiled)
         s_row = np.empty(len(e_row) - k, np.int64)
         for q in range(k, len(e_row)):
             s_row[q - k] = e_row[q] - n_unit
-        bundled = bundled_fill_on(
+        bundled = bundled_fill(
             unit, u_row, u_link, u_weight, e_row[:k], e_link[:k], e_weight[:k], s_row, e_link[k:], e_weight[k:],
             rows - n_unit, residual, mult, has_mult, rate, bundled_load, touched, every, compact, scratch[4],
             scratch[5],
@@ -273,7 +273,7 @@ def refill(  # pragma: no cover (compiled)
         row, link, weight = _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight)
         fill_with(row, link, weight, rows, residual, rate, no_rates, False, compact)
         fill_on(bundled_load, 0.0, touched, every)  # no bundled load: the new load's edge sums start from 0
-    new_load = load_on(
+    new_load = load(
         unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, split if bundled else 0,
         bundled_load, touched, every, scratch[6],
     )  # fmt: skip

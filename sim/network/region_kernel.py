@@ -223,23 +223,13 @@ def prepare(  # pragma: no cover (compiled)
 
 @njit(cache=True)
 def load(  # pragma: no cover (compiled)
-    unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, num_links, edge_start, edge
-):
-    """Per link: summed entries x rate of a refill's rows (`FlowTable._load`). `edge`: the edge
-    entries' sums so far (zeros, or a bundled filling's load of the first `edge_start` of them),
-    continued in place by the others in entry order; the shared part is summed apart and added."""
-    return load_on(
-        unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, edge_start, edge,
-        np.zeros(0, np.int64), True, np.empty(num_links),
-    )  # fmt: skip
-
-
-@njit(cache=True)
-def load_on(  # pragma: no cover (compiled)
     unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, edge_start, edge, touched,
     every, shared,
 ):  # fmt: skip
-    """`load` on the links of `touched` (every link of the entries, or more; every link where
+    """Per link: summed entries x rate of a refill's rows (`FlowTable._load`). `edge`: the edge
+    entries' sums so far (zeros, or a bundled filling's load of the first `edge_start` of them),
+    continued in place by the others in entry order; the shared part is summed apart (in `shared`)
+    and added. On the links of `touched` (every link of the entries, or more; every link where
     `every`): the sums are right there only (elsewhere `edge` and `shared`, per-link scratch, are
     left as they were; the sums would be 0). Returns `edge` where there are no shared entries, else
     `shared`."""
