@@ -22,9 +22,8 @@ between is the same element-wise operations (`capacity - (link_rate - old_load)`
 Those per-link steps run on the links the region's entries touch only (`_touched`; every link, in
 order, where the entries are as many as an eighth of the links: sim/network/links_kernel.py), in
 working arrays the flow table keeps (`FlowTable._refill_scratch`), and the links' rates change in
-place:
-elsewhere the old and new loads are 0, so a rate stays as it was (`x - 0 + 0` is x: no link's rate
-is ever -0, sums start from +0), and a refill of every live flow finds no rate on a link without
+place: elsewhere the old and new loads are 0, so a rate stays as it was (`x - 0 + 0` is x: no link's
+rate is ever -0, sums start from +0), and a refill of every live flow finds no rate on a link without
 entries. On a 16K-GPU Clos (100K links, ~3.6K flows a refill) the passes over every link, with
 their fresh arrays, took most of a refill.
 A row-by-row filling of a few entries, which the step-by-step path fills in plain Python, is
@@ -213,8 +212,8 @@ def refill(  # pragma: no cover (compiled)
     """One refill (see the module docstring). Returns (outcome, flows, clocks, rate, left, link
     rates, bundled, check failed): `flows` the region's loose flows (after gathering: bundled ones
     first), `clocks` its clocks; with REFILLED, the rows' new rates (clocks, then flows), the flows'
-    bytes left now, the links' new rates (a new array) and whether the filling was bundled; `check
-    failed`: a bundled filling was tried and its check failed."""
+    bytes left now, the links' new rates (`link_rate`, changed in place) and whether the filling was
+    bundled; `check failed`: a bundled filling was tried and its check failed."""
     no_rates = np.zeros(0)
     no_links = np.zeros(0, np.int64)
     flows = _region(
