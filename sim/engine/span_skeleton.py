@@ -21,6 +21,7 @@ evicted without ever being laid out.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections import deque
 from collections.abc import Iterable
@@ -29,6 +30,9 @@ import numpy as np
 
 SKELETON_CAPACITY = 4_000_000  # ~200 MB at most: past it, the oldest skeletons go (the path is then partial)
 CHUNKS = 16  # single spans are moved into chunks of capacity / CHUNKS: an eviction drops whole ones
+# a single span's 8 values as the bytes of 8 doubles: appended with `array.frombytes`, the same
+# doubles as `array.extend` of the 8 values (each converted by float()) at 2-3x less cost
+_PACK_SINGLE = struct.Struct("8d").pack
 
 
 class SpanSkeleton:
@@ -113,7 +117,7 @@ class SpanSkeleton:
             self._check_room()
         self._room -= 1
         c, t, k = self._triples.get((component, track, category)) or self.codes(component, track, category)
-        self._singles.extend((c, t, k, start_s, end_s, sid, after, until))
+        self._singles.frombytes(_PACK_SINGLE(c, t, k, start_s, end_s, sid, after, until))
 
     def _check_room(self) -> None:
         """Before a single span is added: evict where the skeletons are full, else move the single
