@@ -4,10 +4,10 @@
 A refill of the flow network fills a few hundred to a few thousand entries in 1-30 levels; each
 level as numpy calls costs ~15 us of call overhead on arrays of every link, which made progressive
 filling about a quarter of a 1,024-GPU embedding iteration. Compiled, a level costs the links the
-entries use and the entries still unfrozen (`_fill_by_entries`), or, where every weight is a whole
-number (flows counted k-fold, as the flow table's bundles are), the entries of the links that fill
-and of the flows they freeze (`_fill_by_links`: a filling's entries about once in all, 2-4x faster
-over tens of levels).
+entries use and the entries still unfrozen (`_fill_levels`); past two levels, where every weight is
+a whole number (flows counted k-fold, as the flow table's bundles are), the entries of the links
+that fill and of the flows they freeze (`_fill_by_links`: the rest of a filling's entries about once
+in all, 2-4x faster over tens of levels).
 
 The kernel does the floating-point operations of the numpy path it replaced, and of the plain-Python
 path (`_python_filling`), in the same order, so its rates are the same to the last bit: a link's
@@ -33,6 +33,11 @@ from sim.network.links_kernel import drop_stale_cache, fill_on
 from sim.network.max_min import REL_TOL
 
 drop_stale_cache(Path(__file__), ("links_kernel.py",))  # its kernels are compiled into this module's
+
+# levels filled by passes over the live entries before a filling of whole-number weights goes on by
+# links (`_fill_by_links`): its lists cost about three such passes, so a filling of a level or two
+# (a 16K-GPU Clos refill's) never builds them
+_BY_LINKS_AFTER = 2
 
 
 @njit(cache=True)
@@ -70,20 +75,18 @@ def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, comp
     for c in range(u):
         remaining[c] = capacity[used[c]]
     rate[:] = np.inf
-    if _whole_numbers(weight):
-        _fill_by_links(row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level)
-    else:
-        _fill_by_entries(row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level)
+    _fill_levels(row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level)
     for c in range(u):
         compact[used[c]] = -1
 
 
 @njit(cache=True)
-def _fill_by_entries(
+def _fill_levels(
     row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level
 ):  # pragma: no cover (compiled)
-    """`fill_with`'s levels, each a pass over the entries of unfrozen flows (in entry order: a level's
-    frozen weights are summed per link in entry order)."""
+    """`fill_with`'s levels: each a pass over the entries of unfrozen flows, in entry order (a level's
+    frozen weights are summed per link in entry order); past `_BY_LINKS_AFTER` levels, where the
+    weights are whole numbers, the rest by `_fill_by_links`."""
     m = len(row)
     share = np.empty(u)
     bottleneck = np.zeros(u, np.bool_)
@@ -92,7 +95,14 @@ def _fill_by_entries(
     frozen_entries = np.zeros(u, np.int64)
     live = np.arange(m)  # entries of unfrozen flows, in entry order
     k = m
+    levels = 0
     while k > 0:
+        if levels == _BY_LINKS_AFTER and _whole_numbers(weight):
+            _fill_by_links(
+                row, weight, n, used, entry_link, count, entries, remaining, rate, link_level, want_level, live[:k]
+            )
+            return
+        levels += 1
         level = _lowest_share(remaining, count, entries, share)
         limit = level * (1 + REL_TOL) + 1e-12
         for c in range(u):
@@ -154,43 +164,45 @@ def _whole_numbers(weight):  # pragma: no cover (compiled)
 
 @njit(cache=True)
 def _fill_by_links(
-    row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level
+    row, weight, n, used, entry_link, count, entries, remaining, rate, link_level, want_level, live
 ):  # pragma: no cover (compiled)
-    """`_fill_by_entries`' levels, its rates and link levels to the last bit, where the weights are
-    whole numbers (`_whole_numbers`: a level's frozen weights per link are then the same sum in any
-    order). A level visits the entries of its bottleneck links (each link is one once: all its
-    flows freeze) and of the flows they freeze, found through per-link and per-flow entry lists,
-    instead of every entry of an unfrozen flow: a filling of many levels (a 1,024-GPU all-to-all's
-    refills take ~15) costs its entries about once."""
-    m = len(row)
-    by_link_start = np.zeros(u + 1, np.int64)  # entries per link, in entry order
-    for i in range(m):
+    """The rest of `_fill_levels`' filling, from its `live` entries (those of unfrozen flows, in
+    entry order), its rates and link levels to the last bit, where the weights are whole numbers
+    (`_whole_numbers`: a level's frozen weights per link are then the same sum in any order). A
+    level visits the entries of its bottleneck links (each link is one once: all its flows freeze)
+    and of the flows they freeze, found through per-link and per-flow lists of the live entries
+    (built once: ~3 passes over them), instead of every live entry twice: a filling of many levels
+    (a 1,024-GPU all-to-all's refills take ~15) costs its entries about once."""
+    u, k = len(count), len(live)
+    by_link_start = np.zeros(u + 1, np.int64)  # live entries per link, in entry order
+    for i in live:
         by_link_start[entry_link[i] + 1] += 1
     for c in range(u):
         by_link_start[c + 1] += by_link_start[c]
-    by_link = np.empty(m, np.int64)
-    fill = by_link_start[:u].copy()
-    for i in range(m):
-        by_link[fill[entry_link[i]]] = i
-        fill[entry_link[i]] += 1
-    by_row_start = np.zeros(n + 1, np.int64)  # entries per flow
-    for i in range(m):
+    by_link = np.empty(k, np.int64)
+    at = by_link_start[:u].copy()
+    for i in live:
+        by_link[at[entry_link[i]]] = i
+        at[entry_link[i]] += 1
+    by_row_start = np.zeros(n + 1, np.int64)  # live entries per flow
+    for i in live:
         by_row_start[row[i] + 1] += 1
     for r in range(n):
         by_row_start[r + 1] += by_row_start[r]
-    by_row = np.empty(m, np.int64)
-    fill = by_row_start[:n].copy()
-    for i in range(m):
-        by_row[fill[row[i]]] = i
-        fill[row[i]] += 1
+    by_row = np.empty(k, np.int64)
+    at = by_row_start[:n].copy()
+    for i in live:
+        by_row[at[row[i]]] = i
+        at[row[i]] += 1
     share = np.empty(u)
-    frozen = np.zeros(n, np.bool_)  # frozen at an earlier level
+    frozen = np.ones(n, np.bool_)  # frozen at an earlier level (flows without live entries too)
+    for i in live:
+        frozen[row[i]] = False
     newly = np.zeros(n, np.bool_)
     newly_rows = np.empty(n, np.int64)
     frozen_sum = np.zeros(u)
     frozen_entries = np.zeros(u, np.int64)
-    k = m  # entries of unfrozen flows
-    while k > 0:
+    while k > 0:  # k: entries of unfrozen flows
         level = _lowest_share(remaining, count, entries, share)
         limit = level * (1 + REL_TOL) + 1e-12
         f = 0
