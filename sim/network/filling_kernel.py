@@ -129,6 +129,23 @@ def _fill_levels(
 
 
 @njit(cache=True)
+def _grouped(key, live, size):  # pragma: no cover (compiled)
+    """The `live` entries grouped by `key` (0 <= key < size), in entry order within a group, as
+    (start of each group's run, entries): a counting sort."""
+    start = np.zeros(size + 1, np.int64)
+    for i in live:
+        start[key[i] + 1] += 1
+    for g in range(size):
+        start[g + 1] += start[g]
+    grouped = np.empty(len(live), np.int64)
+    at = start[:size].copy()
+    for i in live:
+        grouped[at[key[i]]] = i
+        at[key[i]] += 1
+    return start, grouped
+
+
+@njit(cache=True)
 def _lowest_share(remaining, count, entries, share):  # pragma: no cover (compiled)
     """A level's fill level: the lowest share, `max(remaining, 0) / count`, of a link with unfrozen
     entries (each link's share written into `share`; inf where it has none)."""
@@ -174,26 +191,8 @@ def _fill_by_links(
     (built once: ~3 passes over them), instead of every live entry twice: a filling of many levels
     (a 1,024-GPU all-to-all's refills take ~15) costs its entries about once."""
     u, k = len(count), len(live)
-    by_link_start = np.zeros(u + 1, np.int64)  # live entries per link, in entry order
-    for i in live:
-        by_link_start[entry_link[i] + 1] += 1
-    for c in range(u):
-        by_link_start[c + 1] += by_link_start[c]
-    by_link = np.empty(k, np.int64)
-    at = by_link_start[:u].copy()
-    for i in live:
-        by_link[at[entry_link[i]]] = i
-        at[entry_link[i]] += 1
-    by_row_start = np.zeros(n + 1, np.int64)  # live entries per flow
-    for i in live:
-        by_row_start[row[i] + 1] += 1
-    for r in range(n):
-        by_row_start[r + 1] += by_row_start[r]
-    by_row = np.empty(k, np.int64)
-    at = by_row_start[:n].copy()
-    for i in live:
-        by_row[at[row[i]]] = i
-        at[row[i]] += 1
+    by_link_start, by_link = _grouped(entry_link, live, u)
+    by_row_start, by_row = _grouped(row, live, n)
     share = np.empty(u)
     frozen = np.ones(n, np.bool_)  # frozen at an earlier level (flows without live entries too)
     for i in live:
