@@ -4,18 +4,13 @@
 A refill of the flow network fills a few hundred to a few thousand entries in 1-30 levels; each
 level as numpy calls costs ~15 us of call overhead on arrays of every link, which made progressive
 filling about a quarter of a 1,024-GPU embedding iteration. Compiled, a level costs the links the
-entries use and the entries still unfrozen (`_fill_levels`); past two levels, where every weight is
-a whole number (flows counted k-fold, as the flow table's bundles are), the entries of the links
-that fill and of the flows they freeze (`_fill_by_links`: the rest of a filling's entries about once
-in all, 2-4x faster over tens of levels).
+entries use and the entries still unfrozen.
 
 The kernel does the floating-point operations of the numpy path it replaced, and of the plain-Python
 path (`_python_filling`), in the same order, so its rates are the same to the last bit: a link's
 summed entries and a level's frozen entries are added in entry order, remaining capacity and summed entries are reduced by a level's frozen sum once
 per level (`remaining -= frozen_sum * level`, `count -= frozen_sum`), and a link's share is
-`max(remaining, 0) / count`. No fast-math: the compiler may not reassociate or fuse them. Whole numbers
-(up to 2**20, `_whole_numbers`) sum exactly in any order, which lets `_fill_by_links` add a level's
-frozen entries per flow instead of in entry order.
+`max(remaining, 0) / count`. No fast-math: the compiler may not reassociate or fuse them.
 
 numba is imported when the kernel is first needed (not by `import sim`: start-up, issue 26); the
 compiled code is cached beside this module (numba's `cache=True`), so a process after the first
@@ -33,11 +28,6 @@ from sim.network.links_kernel import drop_stale_cache, fill_on
 from sim.network.max_min import REL_TOL
 
 drop_stale_cache(Path(__file__), ("links_kernel.py",))  # its kernels are compiled into this module's
-
-# levels filled by passes over the live entries before a filling of whole-number weights goes on by
-# links (`_fill_by_links`): its lists cost about three such passes, so a filling of a level or two
-# (a 16K-GPU Clos refill's) never builds them
-_BY_LINKS_AFTER = 2
 
 
 @njit(cache=True)
@@ -75,19 +65,6 @@ def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, comp
     for c in range(u):
         remaining[c] = capacity[used[c]]
     rate[:] = np.inf
-    _fill_levels(row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level)
-    for c in range(u):
-        compact[used[c]] = -1
-
-
-@njit(cache=True)
-def _fill_levels(
-    row, weight, n, used, entry_link, u, count, entries, remaining, rate, link_level, want_level
-):  # pragma: no cover (compiled)
-    """`fill_with`'s levels: each a pass over the entries of unfrozen flows, in entry order (a level's
-    frozen weights are summed per link in entry order); past `_BY_LINKS_AFTER` levels, where the
-    weights are whole numbers, the rest by `_fill_by_links`."""
-    m = len(row)
     share = np.empty(u)
     bottleneck = np.zeros(u, np.bool_)
     newly = np.zeros(n, np.bool_)
@@ -95,15 +72,12 @@ def _fill_levels(
     frozen_entries = np.zeros(u, np.int64)
     live = np.arange(m)  # entries of unfrozen flows, in entry order
     k = m
-    levels = 0
     while k > 0:
-        if levels == _BY_LINKS_AFTER and _whole_numbers(weight):
-            _fill_by_links(
-                row, weight, n, used, entry_link, count, entries, remaining, rate, link_level, want_level, live[:k]
-            )
-            return
-        levels += 1
-        level = _lowest_share(remaining, count, entries, share)
+        level = np.inf
+        for c in range(u):
+            share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
+            if share[c] < level:
+                level = share[c]
         limit = level * (1 + REL_TOL) + 1e-12
         for c in range(u):
             bottleneck[c] = share[c] <= limit
@@ -123,110 +97,16 @@ def _fill_levels(
             else:
                 live[kept] = i
                 kept += 1
-        _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level)
+        for c in range(u):
+            remaining[c] -= frozen_sum[c] * level
+            count[c] -= frozen_sum[c]
+            entries[c] -= frozen_entries[c]
+            frozen_sum[c] = 0.0
+            frozen_entries[c] = 0
         newly[:] = False
         k = kept
-
-
-@njit(cache=True)
-def _grouped(key, live, size):  # pragma: no cover (compiled)
-    """The `live` entries grouped by `key` (0 <= key < size), in entry order within a group, as
-    (start of each group's run, entries): a counting sort."""
-    start = np.zeros(size + 1, np.int64)
-    for i in live:
-        start[key[i] + 1] += 1
-    for g in range(size):
-        start[g + 1] += start[g]
-    grouped = np.empty(len(live), np.int64)
-    at = start[:size].copy()
-    for i in live:
-        grouped[at[key[i]]] = i
-        at[key[i]] += 1
-    return start, grouped
-
-
-@njit(cache=True)
-def _lowest_share(remaining, count, entries, share):  # pragma: no cover (compiled)
-    """A level's fill level: the lowest share, `max(remaining, 0) / count`, of a link with unfrozen
-    entries (each link's share written into `share`; inf where it has none)."""
-    level = np.inf
-    for c in range(len(share)):
-        share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
-        if share[c] < level:
-            level = share[c]
-    return level
-
-
-@njit(cache=True)
-def _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level):  # pragma: no cover
-    """A level's end: each link's remaining capacity and summed entries lose the entries frozen at
-    `level` (their summed weights, once per level), whose sums start from 0 again."""
-    for c in range(len(remaining)):
-        remaining[c] -= frozen_sum[c] * level
-        count[c] -= frozen_sum[c]
-        entries[c] -= frozen_entries[c]
-        frozen_sum[c] = 0.0
-        frozen_entries[c] = 0
-
-
-@njit(cache=True)
-def _whole_numbers(weight):  # pragma: no cover (compiled)
-    """Whether every weight is a whole number from 1 to 2**20 (so that any sum of up to 2**32 of them is
-    exact in float64: summed in any order, the same to the last bit)."""
-    for w in weight:
-        if not (1.0 <= w <= 1048576.0 and w == np.floor(w)):
-            return False
-    return len(weight) < 2**32
-
-
-@njit(cache=True)
-def _fill_by_links(
-    row, weight, n, used, entry_link, count, entries, remaining, rate, link_level, want_level, live
-):  # pragma: no cover (compiled)
-    """The rest of `_fill_levels`' filling, from its `live` entries (those of unfrozen flows, in
-    entry order), its rates and link levels to the last bit, where the weights are whole numbers
-    (`_whole_numbers`: a level's frozen weights per link are then the same sum in any order). A
-    level visits the entries of its bottleneck links (each link is one once: all its flows freeze)
-    and of the flows they freeze, found through per-link and per-flow lists of the live entries
-    (built once: ~3 passes over them), instead of every live entry twice: a filling of many levels
-    (a 1,024-GPU all-to-all's refills take ~15) costs its entries about once."""
-    u, k = len(count), len(live)
-    by_link_start, by_link = _grouped(entry_link, live, u)
-    by_row_start, by_row = _grouped(row, live, n)
-    share = np.empty(u)
-    frozen = np.ones(n, np.bool_)  # frozen at an earlier level (flows without live entries too)
-    for i in live:
-        frozen[row[i]] = False
-    newly = np.zeros(n, np.bool_)
-    newly_rows = np.empty(n, np.int64)
-    frozen_sum = np.zeros(u)
-    frozen_entries = np.zeros(u, np.int64)
-    while k > 0:  # k: entries of unfrozen flows
-        level = _lowest_share(remaining, count, entries, share)
-        limit = level * (1 + REL_TOL) + 1e-12
-        f = 0
-        for c in range(u):
-            if share[c] <= limit:
-                for q in range(by_link_start[c], by_link_start[c + 1]):
-                    r = row[by_link[q]]
-                    if not frozen[r]:
-                        if want_level:
-                            link_level[used[c]] = level
-                        if not newly[r]:
-                            newly[r] = True
-                            newly_rows[f] = r
-                            f += 1
-        for j in range(f):
-            r = newly_rows[j]
-            rate[r] = level
-            frozen[r] = True
-            newly[r] = False
-            for q in range(by_row_start[r], by_row_start[r + 1]):
-                i = by_row[q]
-                frozen_sum[entry_link[i]] += weight[i]
-                frozen_entries[entry_link[i]] += 1
-            k -= by_row_start[r + 1] - by_row_start[r]
-        _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level)
+    for c in range(u):
+        compact[used[c]] = -1
 
 
 @njit(cache=True)

@@ -86,19 +86,6 @@ def test_few_entries_are_filled_in_python_to_the_last_bit_of_the_compiled_path(s
     assert level_py.tolist() == level_np.tolist()
 
 
-def compiled_fill_as_python_fill(lengths, flat, weights, capacity) -> np.ndarray:
-    """The compiled filling's rates of flows (`lengths` entries each), after checking that they and
-    its link levels are the plain-Python filling's, bit for bit."""
-    n_flows, n_links = len(lengths), len(capacity)
-    row = np.repeat(np.arange(n_flows), lengths)
-    level_py, level_c = np.full(n_links, np.inf), np.full(n_links, np.inf)
-    python = progressive_filling(row, flat, weights, n_flows, capacity, level_py, compiled=False)
-    compiled = progressive_filling(row, flat, weights, n_flows, capacity, level_c, compiled=True)
-    assert python.tolist() == compiled.tolist()
-    assert level_py.tolist() == level_c.tolist()
-    return compiled
-
-
 @CASES
 @given(st.integers(0, 2**32 - 1), st.integers(10, 300), st.integers(2, 200))
 def test_the_compiled_filling_equals_the_plain_python_one_to_the_last_bit(seed, n_flows, n_links):
@@ -111,29 +98,13 @@ def test_the_compiled_filling_equals_the_plain_python_one_to_the_last_bit(seed, 
     weights = weights[: lengths.sum()] * rng.choice([1.0, 1 / 3], lengths.sum())
     limits = [1.0, 2.0, 5.0, 7.3] + ([np.inf] if seed % 2 else [])  # odd seeds: some unlimited links
     capacity = rng.choice(limits, n_links) * rng.choice([1.0, 1e9], n_links)
-    compiled = compiled_fill_as_python_fill(lengths, flat, weights, capacity)
+    row = np.repeat(np.arange(n_flows), lengths)
+    level_py, level_c = np.full(n_links, np.inf), np.full(n_links, np.inf)
+    python = progressive_filling(row, flat, weights, n_flows, capacity, level_py, compiled=False)
+    compiled = progressive_filling(row, flat, weights, n_flows, capacity, level_c, compiled=True)
+    assert python.tolist() == compiled.tolist()
+    assert level_py.tolist() == level_c.tolist()
     if not seed % 2:
-        assert compiled == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
-
-
-@CASES
-@given(st.integers(0, 2**32 - 1), st.integers(10, 400), st.integers(2, 120))
-def test_a_filling_of_whole_weights_by_its_links_equals_the_plain_python_one_to_the_last_bit(seed, n_flows, n_links):
-    """Whole-number weights (flows counted k-fold on a link, as bundles are) are filled level by level
-    through per-link and per-flow entry lists (`filling_kernel._fill_by_links`), their frozen sums
-    added in another order than entry order, which whole numbers make the same sums: the same rates
-    and link levels as the plain-Python filling's, bit for bit, over many levels, unlimited links
-    and flows that cross none; a fractional weight takes the entry-order path (the same again)."""
-    rng = np.random.default_rng(seed)
-    lengths, flat, _ = random_flows(rng, n_flows, n_links, max_len=5)
-    lengths[rng.random(n_flows) < 0.05] = 0
-    flat = flat[: lengths.sum()]
-    weights = rng.choice([1.0, 1.0, 2.0, 3.0, 56.0], len(flat))
-    if seed % 3 == 0 and len(weights):
-        weights[0] = 0.5  # one fractional entry: every entry by entry order
-    capacity = rng.uniform(1.0, 9.0, n_links) * rng.choice([1.0, 1e9, np.inf], n_links, p=[0.45, 0.45, 0.1])
-    compiled = compiled_fill_as_python_fill(lengths, flat, weights, capacity)
-    if np.isfinite(capacity).all():
         assert compiled == pytest.approx(reference(lengths, flat, weights, capacity), rel=REL)
 
 
