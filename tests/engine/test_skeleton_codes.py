@@ -154,11 +154,12 @@ def test_columns_added_together_equal_adding_each_span(capacity):
 def test_single_spans_between_bulk_chunks_read_back_as_added(capacity):
     """A bulk chunk moves the single spans gathered before it into a chunk of their own, kept as
     gathered and laid out only when read (or when an eviction cuts through it): read back, every
-    span is the one added, in order, with its ids and times, whatever the flush pattern; past the
-    capacity the newest are kept."""
+    span is the one added, in order, with its ids and times to the last bit (ids past 2**40, times of
+    a full mantissa: kept as packed doubles), whatever the flush pattern; past the capacity the newest
+    are kept."""
     rng = np.random.default_rng(1)
     skeleton, added = SpanSkeleton(capacity=capacity), []
-    sid = 0
+    sid = 2**40 + 1
     for i in range(300):
         if rng.random() < 0.3:  # a bulk chunk of a few flows
             n = int(rng.integers(1, 4))
@@ -170,8 +171,9 @@ def test_single_spans_between_bulk_chunks_read_back_as_added(capacity):
             sid += n
         else:
             component = f"g{int(rng.integers(3))}"
-            skeleton.add(component, "compute", "compute", float(i), i + 0.5, sid, sid - 1, sid - 2)
-            added.append((component, "compute", "compute", float(i), i + 0.5, sid, sid - 1, sid - 2))
+            start = i + float(rng.random())
+            skeleton.add(component, "compute", "compute", start, start / 3 + i, sid, sid - 1, sid - 2)
+            added.append((component, "compute", "compute", start, start / 3 + i, sid, sid - 1, sid - 2))
             sid += 1
     assert skeleton.added == len(added) and skeleton.lost == len(added) - len(skeleton)
     assert skeleton.rows(0, skeleton.added) == added[skeleton.lost :]
