@@ -12,6 +12,12 @@ summed entries and a level's frozen entries are added in entry order, remaining 
 per level (`remaining -= frozen_sum * level`, `count -= frozen_sum`), and a link's share is
 `max(remaining, 0) / count`. No fast-math: the compiler may not reassociate or fuse them.
 
+`fill_units` fills rows that share entries by unit (a refill's bundled rows, each with its bundle's
+switch-to-switch entries) without repeating those entries per row: it counts each unit's unfrozen
+rows. Its per-link sums come in another order, so it fills only where every sum is exact in any
+order (weights multiples of 2**-20, `exact_sums`): there its rates are `fill_with`'s over the
+expanded rows to the last bit.
+
 numba is imported when the kernel is first needed (not by `import sim`: start-up, issue 26); the
 compiled code is cached beside this module (numba's `cache=True`), so a process after the first
 loads it instead of compiling (~1.4 s).
@@ -107,6 +113,167 @@ def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, comp
         k = kept
     for c in range(u):
         compact[used[c]] = -1
+
+
+# `fill_units` sums weights in another order than `fill_with`: it may only where every sum is exact,
+# i.e. every weight is a multiple of 2**-EXACT_BITS of at most EXACT_MAX and a filling has fewer than
+# EXACT_ENTRIES entries (sums then stay below 2**53 units of 2**-EXACT_BITS)
+EXACT_BITS = 20
+EXACT_MAX = 1024.0
+EXACT_ENTRIES = 1 << 22
+
+
+@njit(cache=True)
+def exact_sums(weights, entries):  # pragma: no cover (compiled)
+    """Whether sums of up to `entries` of these weights are exact in any order (see EXACT_BITS)."""
+    if entries >= EXACT_ENTRIES:
+        return False
+    scale = 2.0**EXACT_BITS
+    for w in weights:
+        if not (0.0 <= w <= EXACT_MAX) or np.floor(w * scale) != w * scale:
+            return False
+    return True
+
+
+@njit(cache=True)
+def fill_units(
+    unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight, n, capacity, rate, compact
+):  # pragma: no cover (compiled)
+    """`fill_with` of the rows of a refill without expanding their units' shared entries: rows
+    0..len(unit)-1 are bundled, each with its unit's shared entries (`u_row` ascending, `u_link`,
+    `u_weight`) besides its edge entries (`e_row`, `e_link`, `e_weight`, every row's); a unit's
+    shared entries count once per unfrozen row of it. The same levels, frozen rows and per-link
+    updates as `fill_with` over the expanded entries (`refill_kernel._expanded`), with each link's
+    summed weights added in another order: the same rates to the last bit where those sums are
+    exact (`exact_sums`). Returns False (and fills nothing) where they may not be. `compact`: as
+    in `fill_with`."""
+    n_unit = len(unit)
+    u_len = np.zeros(units, np.int64)
+    for q in range(len(u_row)):
+        u_len[u_row[q]] += 1
+    expanded = len(e_link)  # the entries of the expanded rows
+    for i in range(n_unit):
+        expanded += u_len[unit[i]]
+    if not (exact_sums(u_weight, expanded) and exact_sums(e_weight, expanded)):
+        return False
+    u_first = np.zeros(units, np.int64)
+    for x in range(1, units):
+        u_first[x] = u_first[x - 1] + u_len[x - 1]
+    rows_of = np.zeros(units, np.int64)  # unfrozen bundled rows of each unit
+    for i in range(n_unit):
+        rows_of[unit[i]] += 1
+    # the links the entries use, numbered in order of first appearance (shared, then edge)
+    m_u, m_e = len(u_link), len(e_link)
+    used = np.empty(m_u + m_e, np.int64)
+    u_entry_link = np.empty(m_u, np.int64)
+    e_entry_link = np.empty(m_e, np.int64)
+    u = 0
+    for q in range(m_u):
+        c = compact[u_link[q]]
+        if c < 0:
+            c = u
+            compact[u_link[q]] = u
+            used[u] = u_link[q]
+            u += 1
+        u_entry_link[q] = c
+    for i in range(m_e):
+        c = compact[e_link[i]]
+        if c < 0:
+            c = u
+            compact[e_link[i]] = u
+            used[u] = e_link[i]
+            u += 1
+        e_entry_link[i] = c
+    count = np.zeros(u)  # summed entries of unfrozen rows, per used link
+    entries = np.zeros(u, np.int64)  # their number (exact zero test)
+    for x in range(units):
+        if rows_of[x]:
+            for q in range(u_first[x], u_first[x] + u_len[x]):
+                count[u_entry_link[q]] += u_weight[q] * rows_of[x]
+                entries[u_entry_link[q]] += rows_of[x]
+    for i in range(m_e):
+        count[e_entry_link[i]] += e_weight[i]
+        entries[e_entry_link[i]] += 1
+    remaining = np.empty(u)
+    for c in range(u):
+        remaining[c] = capacity[used[c]]
+    rate[:] = np.inf
+    share = np.empty(u)
+    bottleneck = np.zeros(u, np.bool_)
+    newly = np.zeros(n, np.bool_)
+    frozen_sum = np.zeros(u)
+    frozen_entries = np.zeros(u, np.int64)
+    hit = np.zeros(units, np.bool_)
+    frozen_rows = np.zeros(units, np.int64)
+    live_e = np.arange(m_e)  # edge entries of unfrozen rows, in entry order
+    k_e = m_e
+    live_b = np.empty(n_unit, np.int64)  # unfrozen bundled rows with shared entries
+    k_b = 0
+    for i in range(n_unit):
+        if u_len[unit[i]]:
+            live_b[k_b] = i
+            k_b += 1
+    while k_e > 0 or k_b > 0:
+        level = np.inf
+        for c in range(u):
+            share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
+            if share[c] < level:
+                level = share[c]
+        limit = level * (1 + REL_TOL) + 1e-12
+        for c in range(u):
+            bottleneck[c] = share[c] <= limit
+        for x in range(units):  # a unit on a filled link freezes its unfrozen rows
+            hit[x] = False
+            if rows_of[x]:
+                for q in range(u_first[x], u_first[x] + u_len[x]):
+                    if bottleneck[u_entry_link[q]]:
+                        hit[x] = True
+                        break
+        for j in range(k_e):
+            i = live_e[j]
+            if bottleneck[e_entry_link[i]]:
+                newly[e_row[i]] = True
+        for j in range(k_b):
+            if hit[unit[live_b[j]]]:
+                newly[live_b[j]] = True
+        kept = 0
+        for j in range(k_e):
+            i = live_e[j]
+            if newly[e_row[i]]:
+                rate[e_row[i]] = level
+                frozen_sum[e_entry_link[i]] += e_weight[i]
+                frozen_entries[e_entry_link[i]] += 1
+            else:
+                live_e[kept] = i
+                kept += 1
+        k_e = kept
+        kept = 0
+        for j in range(k_b):
+            i = live_b[j]
+            if newly[i]:
+                rate[i] = level
+                frozen_rows[unit[i]] += 1
+            else:
+                live_b[kept] = i
+                kept += 1
+        k_b = kept
+        for x in range(units):
+            if frozen_rows[x]:
+                for q in range(u_first[x], u_first[x] + u_len[x]):
+                    frozen_sum[u_entry_link[q]] += u_weight[q] * frozen_rows[x]
+                    frozen_entries[u_entry_link[q]] += frozen_rows[x]
+                rows_of[x] -= frozen_rows[x]
+                frozen_rows[x] = 0
+        for c in range(u):
+            remaining[c] -= frozen_sum[c] * level
+            count[c] -= frozen_sum[c]
+            entries[c] -= frozen_entries[c]
+            frozen_sum[c] = 0.0
+            frozen_entries[c] = 0
+        newly[:] = False
+    for c in range(u):
+        compact[used[c]] = -1
+    return True
 
 
 @njit(cache=True)

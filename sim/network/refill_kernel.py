@@ -8,7 +8,10 @@ region to its rows' new rates, which sim/network/flow_table.py otherwise makes a
 2. gathers its rows (region_kernel's `prepare`) and, unless the region is every live flow, the load
    they put on their links at their old rates and the capacity the others leave (`_prepare`);
 3. fills them: bundled (filling_kernel's `bundled_fill`, when `attempt` and the bundles pay off) or
-   row by row (`fill` over `_expanded`'s entries);
+   row by row (`fill_units`: each bundled row's shared entries counted per unit, the same rates where
+   every sum is exact, as with whole-number weights; else `fill_with` over `_expanded`'s entries: a
+   1,024-GPU all-to-all whose NIC-bound flows fail the bundled check refills ~100K rows of ~4 entries
+   this way, 2 of them on the flows' unit);
 4. puts the new load on the links and the new rates onto the rows (region_kernel's `load`,
    `settle_rows`).
 It stops before step 2 when the region has clocks but may not try the bundled filling, and before
@@ -37,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from sim.network.filling_kernel import bundled_fill, fill_with
+from sim.network.filling_kernel import bundled_fill, fill_units, fill_with
 from sim.network.links_kernel import drop_stale_cache, fill_on, rates_on, residual_on
 from sim.network.region_kernel import connected, load, prepare, settle_rows
 
@@ -269,8 +272,12 @@ def refill(  # pragma: no cover (compiled)
     if not bundled:
         if c:
             return FAILED, ordered, clocks, no_rates, no_rates, link_rate, False, failed
-        row, link, weight = _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight)
-        fill_with(row, link, weight, rows, residual, rate, no_rates, False, compact)
+        if not (
+            n_unit
+            and fill_units(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rows, residual, rate, compact)
+        ):  # (fill_units: the same rates, where it may fill)
+            row, link, weight = _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight)
+            fill_with(row, link, weight, rows, residual, rate, no_rates, False, compact)
         fill_on(bundled_load, 0.0, touched, every)  # no bundled load: the new load's edge sums start from 0
     new_load = load(
         unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, rate, split if bundled else 0,

@@ -145,68 +145,73 @@ def prepare(  # pragma: no cover (compiled)
     row_of = np.full(len(clock_count), -1, np.int64)
     for i in range(c):
         row_of[clocks[i]] = i
+    # the flows' own entries (after the clocks' pairs)
+    own = 0
+    bundled_own = 0
+    for i in range(n):
+        own += slot_length[ordered[i]]
+        if i < n_bundled:
+            bundled_own += slot_length[ordered[i]]
     # the clocks' non-empty pairs, in pair order: where the grouped pairs are numbered bundle by
-    # bundle, each clock's run in clock order (then the pairs made since they were grouped); else
-    # marked through the pairs grouped by bundle (and those made since), then read off the marks
-    selected = np.empty(0, np.int64)
+    # bundle, each clock's run in clock order (then the pairs made since they were grouped), written
+    # as they are scanned; else marked through the pairs grouped by bundle (and those made since),
+    # then read off the marks
     if c and in_order:
         scanned = n_pairs - grouped  # the pairs to look at: one pass, written without branches
         for i in range(c):
             b = clocks[i]
             if b + 1 < len(by_bundle_start):
                 scanned += by_bundle_start[b + 1] - by_bundle_start[b]
-        selected = np.empty(scanned + 1, np.int64)  # one spare
+        e_row = np.empty(scanned + 1 + own, np.int64)  # one spare
+        e_link = np.empty(scanned + 1 + own, np.int64)
+        e_weight = np.empty(scanned + 1 + own)
         k = 0
         for i in range(c):
             b = clocks[i]
             if b + 1 < len(by_bundle_start):
-                for p in range(by_bundle_start[b], by_bundle_start[b + 1]):
-                    selected[k] = p
+                for p in range(by_bundle_start[b], by_bundle_start[b + 1]):  # bundle b's pairs: row i
+                    e_row[k], e_link[k], e_weight[k] = i, pair_link[p], pair_weight[p]
                     k += pair_count[p] > 0
         for p in range(grouped, n_pairs):
-            selected[k] = p
+            e_row[k], e_link[k], e_weight[k] = row_of[pair_bundle[p]], pair_link[p], pair_weight[p]
             k += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
-        selected = selected[:k]
-    elif c:
-        mark = np.zeros(n_pairs, np.bool_)
-        marked = 0
-        for i in range(c):
-            b = clocks[i]
-            if b + 1 < len(by_bundle_start):
-                for q in range(by_bundle_start[b], by_bundle_start[b + 1]):
-                    live = pair_count[by_bundle[q]] > 0
-                    mark[by_bundle[q]] = live
-                    marked += live
-        for p in range(grouped, n_pairs):
-            live = (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
-            mark[p] = live
-            marked += live
-        selected = np.empty(marked + 1, np.int64)  # one spare: written without branches
-        k = 0
-        for p in range(n_pairs):  # no mispredictions
-            selected[k] = p
-            k += mark[p]
-        selected = selected[:k]
-    n_pair_entries = len(selected)
-    own = 0
-    split = n_pair_entries
-    for i in range(n):
-        own += slot_length[ordered[i]]
-        if i < n_bundled:
-            split += slot_length[ordered[i]]
-    size = n_pair_entries + own
-    e_row = np.empty(size, np.int64)
-    e_link = np.empty(size, np.int64)
-    e_weight = np.empty(size)
-    j = 0
-    for q in range(len(selected)):
-        e_row[j] = row_of[pair_bundle[selected[q]]]
-        e_link[j] = pair_link[selected[q]]
-        e_weight[j] = pair_weight[selected[q]]
-        j += 1
+        n_pair_entries = k
+    else:
+        selected = np.empty(0, np.int64)
+        if c:
+            mark = np.zeros(n_pairs, np.bool_)
+            marked = 0
+            for i in range(c):
+                b = clocks[i]
+                if b + 1 < len(by_bundle_start):
+                    for q in range(by_bundle_start[b], by_bundle_start[b + 1]):
+                        live = pair_count[by_bundle[q]] > 0
+                        mark[by_bundle[q]] = live
+                        marked += live
+            for p in range(grouped, n_pairs):
+                live = (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
+                mark[p] = live
+                marked += live
+            selected = np.empty(marked + 1, np.int64)  # one spare: written without branches
+            k = 0
+            for p in range(n_pairs):  # no mispredictions
+                selected[k] = p
+                k += mark[p]
+            selected = selected[:k]
+        n_pair_entries = len(selected)
+        e_row = np.empty(n_pair_entries + own, np.int64)
+        e_link = np.empty(n_pair_entries + own, np.int64)
+        e_weight = np.empty(n_pair_entries + own)
+        for q in range(n_pair_entries):
+            e_row[q] = row_of[pair_bundle[selected[q]]]
+            e_link[q] = pair_link[selected[q]]
+            e_weight[q] = pair_weight[selected[q]]
+    split = n_pair_entries + bundled_own
+    j = n_pair_entries
     for i in range(n):
         f = ordered[i]
         j = _copy_entries(c + i, slot_start[f], slot_length[f], entry_link, entry_weight, e_row, e_link, e_weight, j)
+    e_row, e_link, e_weight = e_row[:j], e_link[:j], e_weight[:j]
     # multiplicity (clocks: their members) and old rates
     mult = np.ones(c + n_bundled)
     members = 0

@@ -1198,3 +1198,63 @@ def test_a_refill_takes_its_clocks_pairs_run_by_run_or_by_marks_in_the_same_orde
     for seed in range(4):
         _in_lockstep(np.random.default_rng(seed), uplink=10e9 / 4)
     assert ways == {True, False}
+
+
+def _units_case(rng, weights):
+    """A refill's rows as `refill_kernel.refill` hands them to a row-by-row filling: bundled rows
+    (each with its unit's shared entries) first, then single flows; edge entries for every row."""
+    n_links, units = int(rng.integers(3, 40)), int(rng.integers(1, 8))
+    n_unit, n_single = int(rng.integers(1, 30)), int(rng.integers(0, 20))
+    unit = rng.integers(0, units, n_unit).astype(np.int64)
+    shared = [(x, int(link)) for x in range(units) for link in rng.choice(n_links, int(rng.integers(0, 4)), False)]
+    u_row = np.array([x for x, _ in shared], dtype=np.int64)
+    u_link = np.array([link for _, link in shared], dtype=np.int64)
+    edge = [
+        (r, int(link))
+        for r in range(n_unit + n_single)
+        for link in rng.choice(n_links, int(rng.integers(0 if r < n_unit else 1, 4)), False)
+    ]
+    e_row = np.array([r for r, _ in edge], dtype=np.int64)
+    e_link = np.array([link for _, link in edge], dtype=np.int64)
+    capacity = rng.choice([10.0, 25.0, 100.0 / 3], n_links) * rng.uniform(0.5, 2.0, n_links)
+    return (
+        unit, units, u_row, u_link, rng.choice(weights, len(u_row)), e_row, e_link, rng.choice(weights, len(e_row)),
+        n_unit + n_single, capacity,
+    )  # fmt: skip
+
+
+@CASES
+@given(st.integers(0, 2**32 - 1))
+def test_rows_filled_with_their_units_counted_are_the_expanded_rows_filled_to_the_last_bit(seed):
+    """`fill_units` counts a unit's shared entries once per unfrozen row instead of expanding them
+    row by row (`_expanded`): where the weights are multiples of a power of two (every sum exact, in
+    any order) it gives `fill_with`'s rates over the expanded entries to the last bit, and it leaves
+    the per-link map as it found it."""
+    from sim.network.filling_kernel import fill_units, fill_with
+    from sim.network.refill_kernel import _expanded
+
+    unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight, n, capacity = _units_case(
+        np.random.default_rng(seed), [0.125, 0.5, 1.0, 2.0, 3.0, 7.0]
+    )
+    compact = np.full(len(capacity), -1, dtype=np.int64)
+    expanded, by_units = np.empty(n), np.empty(n)
+    row, link, weight = _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight)
+    fill_with(row, link, weight, n, capacity, expanded, np.zeros(0), False, compact)
+    assert fill_units(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight, n, capacity, by_units, compact)
+    assert np.array_equal(by_units, expanded)
+    assert (compact == -1).all()
+
+
+def test_rows_with_weights_whose_sums_round_are_left_to_the_expanded_filling():
+    """A third of a flow on a link (an ECMP split over three paths) sums differently in another
+    order: `fill_units` declines (False) and fills nothing, so the refill expands the rows."""
+    from sim.network.filling_kernel import exact_sums, fill_units
+
+    assert exact_sums(np.array([0.5, 1.0, 3.0]), 1000)
+    assert not exact_sums(np.array([1.0, 1 / 3]), 1000)
+    assert not exact_sums(np.array([1.0]), 1 << 40)  # too many entries for exact sums
+    case = _units_case(np.random.default_rng(0), [1 / 3])
+    rate = np.full(case[8], -1.0)
+    compact = np.full(len(case[9]), -1, dtype=np.int64)
+    assert not fill_units(*case, rate, compact)
+    assert (rate == -1.0).all() and (compact == -1).all()
