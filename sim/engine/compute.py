@@ -1,7 +1,7 @@
 """Compute streams: each device runs kernels one at a time per stream, and counts what it ran.
 
 A `Device` wraps a hardware `DeviceSpec` with named streams (at least `compute` and `comm`), each a
-SimPy resource of capacity one, like CUDA streams: kernels on one stream serialise, kernels on
+SimPy resource of capacity one (`Stream`, sim/engine/stream.py), like CUDA streams: kernels on one stream serialise, kernels on
 different streams overlap (communication hides under compute).
 
 Its counters - busy seconds per stream (`busy_s`) and FLOPs done (`flop_done`) - are read by
@@ -23,6 +23,7 @@ import simpy
 
 from hardware_models.gpu import DeviceSpec
 from sim.engine.simulation import Simulation
+from sim.engine.stream import Stream
 
 DEFAULT_STREAMS = ("compute", "comm")
 
@@ -47,14 +48,14 @@ class Device:
         self.node = node
         self.spec = spec
         self.host = host
-        self.streams: dict[str, simpy.Resource] = {}  # created on first use (16K devices, few used)
+        self.streams: dict[str, Stream] = {}  # created on first use (16K devices, few used)
         self.busy_s = {name: 0.0 for name in streams}  # seconds each stream was busy (written by record)
         self.flop_done = 0.0  # FLOPs of the kernels run (written by record)
         self.slowdown = 1.0  # kernel time multiplier: a straggler GPU (sim/cluster/stragglers.py)
 
-    def stream(self, name: str) -> simpy.Resource:
+    def stream(self, name: str) -> Stream:
         if name not in self.streams:
-            self.streams[name] = simpy.Resource(self.sim.env, capacity=1)
+            self.streams[name] = Stream(self.sim.env, capacity=1)
             self.busy_s.setdefault(name, 0.0)
         return self.streams[name]
 

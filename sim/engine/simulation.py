@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
-from itertools import count
+from itertools import chain, count
 
 import numpy as np
 import simpy
@@ -387,7 +387,12 @@ class Recorder:
         """The interned (component, track, category) codes of spans, n x 3 (reusable for the same spans)."""
         code = self.skeleton.code
         cat = code(category)
-        return np.array([(code(c), code(t), cat) for c, t in zip(components, tracks)], dtype=np.int32).reshape(-1, 3)
+        where = np.empty((len(components), 3), dtype=np.int32)
+        where[:, :2] = np.array(list(map(code, chain.from_iterable(zip(components, tracks)))), dtype=np.int32).reshape(
+            -1, 2
+        )  # interned as met: each span's component, then its track
+        where[:, 2] = cat
+        return where
 
     def skeleton_codes(self, where: np.ndarray, starts, ends, first_id: int, after: int) -> None:
         """`skeletons` with the codes already interned (`skeleton_where`)."""

@@ -435,7 +435,8 @@ class Network:
         """`first_link_kind` of each flow; the pairs not seen yet, where there are many, routed at
         once (`Topology.route_batch`: the same paths, in the same order, as `routes`)."""
         cache = self._track_cache
-        known = [cache.get(pair) for pair in zip(srcs, dsts)]
+        pairs = list(zip(srcs, dsts))
+        known = list(map(cache.get, pairs))
         if None not in known:  # every pair seen before (kinds are non-empty strings)
             return cast(list[str], known)
         missing = [i for i, kind in enumerate(known) if kind is None]
@@ -452,7 +453,9 @@ class Network:
                 if len(cache) + len(kinds) > ROUTES_MAX_PAIRS:
                     cache.clear()  # bounded memory
                 cache.update(zip(zip(new_srcs, new_dsts), kinds))
-        return [cache.get(pair) or self.first_link_kind(*pair) for pair in zip(srcs, dsts)]
+                for i, kind in zip(missing, kinds):
+                    known[i] = kind
+        return [kind or self.first_link_kind(*pair) for kind, pair in zip(known, pairs)]
 
     def link_columns(self, elapsed_s: float | None = None) -> dict[str, np.ndarray]:
         """Per link: name, kind, capacity, bytes carried, busy time and utilisation (bytes /

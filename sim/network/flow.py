@@ -345,18 +345,20 @@ class FlowNetwork(Network):
         table, now = self._table, self.sim.now
         if not len(slots):
             return
-        order = np.argsort(table.group[slots], kind="stable")
-        done_groups, done_flows = table.group[slots][order], table.flow[slots][order]
+        group_of = table.group[slots]
+        order = np.argsort(group_of, kind="stable")
+        done_groups, done_flows = group_of[order], table.flow[slots][order]
         table.remove(slots)
-        starts = np.flatnonzero(np.concatenate([[True], done_groups[1:] != done_groups[:-1]]))
-        ends = np.append(starts[1:], len(done_groups))
-        complete = []
-        for gid, a, b in zip(done_groups[starts].tolist(), starts.tolist(), ends.tolist()):
-            group = self._groups[gid]
-            group.finish_s[done_flows[a:b]] = now
+        starts = np.flatnonzero(done_groups[1:] != done_groups[:-1]) + 1
+        bounds = [0, *starts.tolist(), len(done_groups)]  # each group's run of done flows
+        complete, groups = [], self._groups
+        for gid, a, b in zip(done_groups[bounds[:-1]].tolist(), bounds, bounds[1:]):
+            group = groups[gid]
+            flows = done_flows[a:b]
+            group.finish_s[flows] = now
             group.open_subflows -= b - a
             if group.on_flow_done is not None:
-                group.on_flow_done(done_flows[a:b])
+                group.on_flow_done(flows)
             if group.open_subflows == 0:
                 complete.append(gid)
         for gid in complete:
