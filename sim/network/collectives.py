@@ -224,7 +224,7 @@ def estimate_s(network: Network, steps: Sequence[Sequence[Flow]]) -> float:
         key = step.key if isinstance(step, Step) else None
         t = cache.get(key) if key is not None else None
         if t is None:
-            t = max((network.estimate_time_s(s, d, b) for s, d, b in step), default=0.0)
+            t = network.estimate_step_s(step)
             if key is not None:
                 cache[key] = t
         total += t

@@ -714,6 +714,19 @@ def test_cached_estimates_equal_the_path_formula():
             assert net.estimate_time_s(s.node, d.node, 1e8) == net.estimate_time_s(s.node, d.node, 1e8) == direct
 
 
+def test_a_steps_estimate_is_its_slowest_flows_estimate():
+    """`estimate_step_s` (a collective step's uncontended time, in one loop) is the largest
+    `estimate_time_s` of its flows, to the bit, and 0 for a step without flows."""
+    c = make_cluster(nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2, "spines": 2})
+    nodes, rng = [d.node for d in c.devices], np.random.default_rng(0)
+    for _ in range(20):
+        step = [(nodes[a], nodes[b], float(x)) for a, b, x in zip(*rng.integers(0, 8, (2, 6)), rng.uniform(0, 1e9, 6))]
+        slowest = max(c.network.estimate_time_s(s, d, b) for s, d, b in step)
+        assert c.network.estimate_step_s(step) == slowest
+        assert c.network.estimate_step_s(step[:1]) == c.network.estimate_time_s(*step[0])
+    assert c.network.estimate_step_s([]) == 0.0
+
+
 def _callback_run(model, spec, batched):
     c = make_cluster(model, nodes=4, gpus_per_node=2, topology={"kind": "fat-tree", "hosts_per_leaf": 2})
     flows = [(c.devices[s].node, c.devices[d].node, b) for s, d, b in spec]
