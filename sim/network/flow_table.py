@@ -440,7 +440,20 @@ class FlowTable(FlowSlots):
         return rate
 
     def _row_level(self, parts: dict, residual: np.ndarray) -> np.ndarray:
-        """Progressive filling of the flows one by one (no clocks among the rows)."""
+        """Progressive filling of the flows one by one (no clocks among the rows); compiled, the
+        bundled rows' shared entries counted per unit where that gives the same rates
+        (sim/network/filling_kernel.py `fill_units`), else over the expanded entries."""
+        if self.compiled and not self.plain and len(parts["unit"]):
+            from sim.network.filling_kernel import fill_units
+
+            rate = np.empty(parts["rows"])
+            (u_row, u_link, u_weight), (e_row, e_link, e_weight) = parts["shared"], parts["edge"]
+            compact = self._refill_scratch()[0]
+            if fill_units(
+                parts["unit"], parts["units"], u_row, u_link, u_weight, e_row, e_link, e_weight, parts["rows"],
+                np.ascontiguousarray(residual, dtype=float), rate, compact,
+            ):  # fmt: skip
+                return rate
         row, link, weight = self._expanded(parts)
         if self.plain:
             order = np.argsort(row, kind="stable")

@@ -974,12 +974,13 @@ def test_a_kernel_cache_goes_when_a_file_it_compiles_in_is_newer(tmp_path):
     assert [f.exists() for f in files] == [False, False, True]
 
 
-def _in_lockstep(rng, uplink: float, idle_links: int = 0) -> None:
+def _in_lockstep(rng, uplink: float, idle_links: int = 0, edge_weights=(1.0, 0.5, 1 / 3)) -> None:
     """Two tables on a leaf-spine of 4 leaves of 6 hosts (10 Gb/s NICs, `uplink` per leaf), one
     summing compiled and one not, take the same flows and refills; after each refill their per-link
     sums, rates, flows' times and clocks are the same, to the bit (the compiled refills working on
     the links their entries touch, or on every link where the entries are many, in per-link arrays
-    kept from refill to refill). `idle_links`: links no flow crosses, after the fabric's."""
+    kept from refill to refill). `idle_links`: links no flow crosses, after the fabric's;
+    `edge_weights`: the weights flows' NIC and host entries take."""
     capacity, shared, path = leaf_spine(4, 6, 10e9, uplink)  # 56 links: a flow alone is "few"
     capacity = np.concatenate([capacity, np.full(idle_links, 10e9)])
     shared = np.concatenate([shared, np.zeros(idle_links, dtype=bool)])
@@ -994,7 +995,7 @@ def _in_lockstep(rng, uplink: float, idle_links: int = 0) -> None:
                 n = int(rng.integers(12, 40))
                 lengths, flat, weights = flows_on([path(*rng.choice(24, 2, replace=False)) for _ in range(n)])
                 edge = ~shared[flat]
-                weights[edge] = rng.choice([1.0, 0.5, 1 / 3], int(edge.sum()))
+                weights[edge] = rng.choice(list(edge_weights), int(edge.sum()))
                 nbytes = rng.uniform(1e8, 1e9, n)
                 for table in tables.values():
                     table.add(flat, weights, lengths, nbytes, np.zeros(n, dtype=int), np.arange(n), now)
@@ -1271,3 +1272,28 @@ def test_rows_with_weights_whose_sums_round_are_left_to_the_expanded_filling():
     compact = np.full(len(case[9]), -1, dtype=np.int64)
     assert not fill_units(*case, rate, compact)
     assert (rate == -1.0).all() and (compact == -1).all()
+
+
+def test_row_by_row_refills_of_whole_weights_count_units_and_keep_the_step_by_step_state():
+    """With weights whose sums are exact (whole numbers and halves), a compiled table fills its
+    row-by-row refills with `fill_units` - in the one-call refill and where clocks were turned back
+    into rows first (`FlowTable._row_level`) - and keeps the state of a table that expands the rows,
+    to the bit; refills where thirds meet on a link expand them."""
+    import sim.network.filling_kernel as filling_kernel
+    import sim.network.refill_kernel as refill_kernel
+
+    fill_units, taken = filling_kernel.fill_units, []
+
+    def spy(*args):
+        taken.append(fill_units(*args))
+        return taken[-1]
+
+    for weights, exact in (((1.0, 0.5, 2.0), True), ((1.0, 1 / 3), False)):
+        taken.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(filling_kernel, "fill_units", spy)  # `_row_level`'s
+            patch.setattr(refill_kernel, "fill_units", spy)  # the one-call refill's, run as Python:
+            patch.setattr(refill_kernel, "refill", refill_kernel.refill.py_func)  # it calls the spy
+            for seed in range(4):
+                _in_lockstep(np.random.default_rng(seed), uplink=3 * 10e9, edge_weights=weights)
+        assert taken and all(taken) == exact, (weights, taken)  # thirds: expanded where they meet
