@@ -16,21 +16,38 @@ interrupts against `simpy.Resource` and `Stream` and compares what happens, step
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
+
 import simpy
 from simpy.events import PENDING
 from simpy.resources.resource import Release, Request
+
+
+def _queued(event: simpy.Event, resource: Stream, callback, queue: MutableSequence) -> None:
+    """`Put.__init__` / `Get.__init__` up to their trigger call: the event of `resource` with its
+    one callback, made by the active process, at the end of `queue`."""
+    env = resource._env
+    event.env = env
+    event.callbacks = [callback]
+    event.resource = resource  # type: ignore[attr-defined]
+    event.proc = env._active_proc  # type: ignore[attr-defined]
+    queue.append(event)
+
+
+def _succeed(event: simpy.Event, env) -> None:
+    """`Event.succeed()`: triggered now, without a value."""
+    if event._value is not PENDING:  # type: ignore[attr-defined]
+        raise RuntimeError(f"{event} has already been triggered")
+    event._ok = True  # type: ignore[attr-defined]
+    event._value = None  # type: ignore[attr-defined]
+    env.schedule(event)
 
 
 class StreamRequest(Request):
     """`simpy.resources.resource.Request` of a `Stream` (the same state, made directly)."""
 
     def __init__(self, resource: Stream) -> None:  # noqa: D107 - Put.__init__, inlined
-        env = resource._env
-        self.env = env
-        self.callbacks = [resource._trigger_get]
-        self.resource = resource
-        self.proc = env._active_proc  # type: ignore[attr-defined]
-        resource.put_queue.append(self)
+        _queued(self, resource, resource._trigger_get, resource.put_queue)
         resource._trigger_put(None)
 
 
@@ -39,12 +56,7 @@ class StreamRelease(Release):
 
     def __init__(self, resource: Stream, request: Request) -> None:  # noqa: D107 - Get.__init__, inlined
         self.request = request
-        env = resource._env
-        self.env = env
-        self.callbacks = [resource._trigger_put]
-        self.resource = resource
-        self.proc = env._active_proc  # type: ignore[attr-defined]
-        resource.get_queue.append(self)
+        _queued(self, resource, resource._trigger_put, resource.get_queue)
         resource._trigger_get(None)
 
 
@@ -66,11 +78,7 @@ class Stream(simpy.Resource):
             self.users.append(request)  # `Resource._do_put`
             env = self._env
             request.usage_since = env._now  # type: ignore[attr-defined]
-            if request._value is not PENDING:  # `Event.succeed`
-                raise RuntimeError(f"{request} has already been triggered")
-            request._ok = True
-            request._value = None
-            env.schedule(request)
+            _succeed(request, env)
             queue.pop(0)
 
     def _trigger_get(self, put_event: Request | None) -> None:
@@ -83,9 +91,5 @@ class Stream(simpy.Resource):
                 self.users.remove(release.request)  # type: ignore[attr-defined]
             except ValueError:
                 pass
-            if release._value is not PENDING:  # `Event.succeed`
-                raise RuntimeError(f"{release} has already been triggered")
-            release._ok = True
-            release._value = None
-            self._env.schedule(release)
+            _succeed(release, self._env)
             queue.pop(0)

@@ -45,6 +45,79 @@ def fill(row, link, weight, n, capacity, rate, link_level, want_level):  # pragm
 
 
 @njit(cache=True)
+def _number_links(links, compact, used, entry_link, u):  # pragma: no cover (compiled)
+    """Number the links of `links` not numbered yet (`compact[link] < 0`) from `u` on, in order of
+    first appearance (into `compact` and `used`), each entry's number into `entry_link`; returns
+    the links numbered so far."""
+    for i in range(len(links)):
+        c = compact[links[i]]
+        if c < 0:
+            c = u
+            compact[links[i]] = u
+            used[u] = links[i]
+            u += 1
+        entry_link[i] = c
+    return u
+
+
+@njit(cache=True)
+def _level_state(capacity, used, u, n, rate):  # pragma: no cover (compiled)
+    """A filling's working arrays: the `u` used links' remaining capacity, share and bottleneck
+    flags, per row whether it froze at this level, per link the frozen entries' sum and number;
+    every rate set to inf (not frozen yet)."""
+    remaining = np.empty(u)
+    for c in range(u):
+        remaining[c] = capacity[used[c]]
+    rate[:] = np.inf
+    return remaining, np.empty(u), np.zeros(u, np.bool_), np.zeros(n, np.bool_), np.zeros(u), np.zeros(u, np.int64)
+
+
+@njit(cache=True)
+def _next_level(remaining, count, entries, share, bottleneck):  # pragma: no cover (compiled)
+    """The next level (the lowest share of a link with unfrozen entries) and, in `bottleneck`, the
+    links that fill at it (within REL_TOL)."""
+    level = np.inf
+    for c in range(len(remaining)):
+        share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
+        if share[c] < level:
+            level = share[c]
+    limit = level * (1 + REL_TOL) + 1e-12
+    for c in range(len(remaining)):
+        bottleneck[c] = share[c] <= limit
+    return level
+
+
+@njit(cache=True)
+def _freeze(live, k, row, entry_link, weight, newly, rate, level, frozen_sum, frozen_entries):  # pragma: no cover
+    """The level's freezing of the first `k` `live` entries: an entry of a row frozen now (`newly`)
+    sets its row's rate to `level` and adds its weight (and one) to its link's frozen sums; the
+    others stay live, moved to the front in order. Returns how many stay."""
+    kept = 0
+    for j in range(k):
+        i = live[j]
+        if newly[row[i]]:
+            rate[row[i]] = level
+            frozen_sum[entry_link[i]] += weight[i]
+            frozen_entries[entry_link[i]] += 1
+        else:
+            live[kept] = i
+            kept += 1
+    return kept
+
+
+@njit(cache=True)
+def _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level):  # pragma: no cover (compiled)
+    """A level's frozen entries leave their links: the capacity they take at `level`, their summed
+    weights and their number (the frozen sums start again from 0)."""
+    for c in range(len(remaining)):
+        remaining[c] -= frozen_sum[c] * level
+        count[c] -= frozen_sum[c]
+        entries[c] -= frozen_entries[c]
+        frozen_sum[c] = 0.0
+        frozen_entries[c] = 0
+
+
+@njit(cache=True)
 def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, compact):  # pragma: no cover
     """`fill` given its per-link map `compact` (-1 on every link, left so): a caller filling again
     and again over many links (the flow table's refills) keeps one instead of making one per
@@ -53,64 +126,26 @@ def fill_with(row, link, weight, n, capacity, rate, link_level, want_level, comp
     # the links the entries use, numbered in order of first appearance
     used = np.empty(m, np.int64)
     entry_link = np.empty(m, np.int64)
-    u = 0
-    for i in range(m):
-        c = compact[link[i]]
-        if c < 0:
-            c = u
-            compact[link[i]] = u
-            used[u] = link[i]
-            u += 1
-        entry_link[i] = c
+    u = _number_links(link, compact, used, entry_link, 0)
     count = np.zeros(u)  # summed entries of unfrozen flows, per used link
     entries = np.zeros(u, np.int64)  # their number (exact zero test)
     for i in range(m):
         count[entry_link[i]] += weight[i]
         entries[entry_link[i]] += 1
-    remaining = np.empty(u)
-    for c in range(u):
-        remaining[c] = capacity[used[c]]
-    rate[:] = np.inf
-    share = np.empty(u)
-    bottleneck = np.zeros(u, np.bool_)
-    newly = np.zeros(n, np.bool_)
-    frozen_sum = np.zeros(u)
-    frozen_entries = np.zeros(u, np.int64)
+    remaining, share, bottleneck, newly, frozen_sum, frozen_entries = _level_state(capacity, used, u, n, rate)
     live = np.arange(m)  # entries of unfrozen flows, in entry order
     k = m
     while k > 0:
-        level = np.inf
-        for c in range(u):
-            share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
-            if share[c] < level:
-                level = share[c]
-        limit = level * (1 + REL_TOL) + 1e-12
-        for c in range(u):
-            bottleneck[c] = share[c] <= limit
+        level = _next_level(remaining, count, entries, share, bottleneck)
         for j in range(k):
             i = live[j]
             if bottleneck[entry_link[i]]:
                 newly[row[i]] = True
                 if want_level:
                     link_level[used[entry_link[i]]] = level
-        kept = 0
-        for j in range(k):
-            i = live[j]
-            if newly[row[i]]:
-                rate[row[i]] = level
-                frozen_sum[entry_link[i]] += weight[i]
-                frozen_entries[entry_link[i]] += 1
-            else:
-                live[kept] = i
-                kept += 1
-        for c in range(u):
-            remaining[c] -= frozen_sum[c] * level
-            count[c] -= frozen_sum[c]
-            entries[c] -= frozen_entries[c]
-            frozen_sum[c] = 0.0
-            frozen_entries[c] = 0
+        k = _freeze(live, k, row, entry_link, weight, newly, rate, level, frozen_sum, frozen_entries)
+        _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level)
         newly[:] = False
-        k = kept
     for c in range(u):
         compact[used[c]] = -1
 
@@ -167,23 +202,7 @@ def fill_units(
     used = np.empty(m_u + m_e, np.int64)
     u_entry_link = np.empty(m_u, np.int64)
     e_entry_link = np.empty(m_e, np.int64)
-    u = 0
-    for q in range(m_u):
-        c = compact[u_link[q]]
-        if c < 0:
-            c = u
-            compact[u_link[q]] = u
-            used[u] = u_link[q]
-            u += 1
-        u_entry_link[q] = c
-    for i in range(m_e):
-        c = compact[e_link[i]]
-        if c < 0:
-            c = u
-            compact[e_link[i]] = u
-            used[u] = e_link[i]
-            u += 1
-        e_entry_link[i] = c
+    u = _number_links(e_link, compact, used, e_entry_link, _number_links(u_link, compact, used, u_entry_link, 0))
     count = np.zeros(u)  # summed entries of unfrozen rows, per used link
     entries = np.zeros(u, np.int64)  # their number (exact zero test)
     for x in range(units):
@@ -194,15 +213,7 @@ def fill_units(
     for i in range(m_e):
         count[e_entry_link[i]] += e_weight[i]
         entries[e_entry_link[i]] += 1
-    remaining = np.empty(u)
-    for c in range(u):
-        remaining[c] = capacity[used[c]]
-    rate[:] = np.inf
-    share = np.empty(u)
-    bottleneck = np.zeros(u, np.bool_)
-    newly = np.zeros(n, np.bool_)
-    frozen_sum = np.zeros(u)
-    frozen_entries = np.zeros(u, np.int64)
+    remaining, share, bottleneck, newly, frozen_sum, frozen_entries = _level_state(capacity, used, u, n, rate)
     hit = np.zeros(units, np.bool_)
     frozen_rows = np.zeros(units, np.int64)
     live_e = np.arange(m_e)  # edge entries of unfrozen rows, in entry order
@@ -214,14 +225,7 @@ def fill_units(
             live_b[k_b] = i
             k_b += 1
     while k_e > 0 or k_b > 0:
-        level = np.inf
-        for c in range(u):
-            share[c] = np.maximum(remaining[c], 0.0) / count[c] if entries[c] > 0 else np.inf
-            if share[c] < level:
-                level = share[c]
-        limit = level * (1 + REL_TOL) + 1e-12
-        for c in range(u):
-            bottleneck[c] = share[c] <= limit
+        level = _next_level(remaining, count, entries, share, bottleneck)
         for x in range(units):  # a unit on a filled link freezes its unfrozen rows
             hit[x] = False
             if rows_of[x]:
@@ -236,17 +240,7 @@ def fill_units(
         for j in range(k_b):
             if hit[unit[live_b[j]]]:
                 newly[live_b[j]] = True
-        kept = 0
-        for j in range(k_e):
-            i = live_e[j]
-            if newly[e_row[i]]:
-                rate[e_row[i]] = level
-                frozen_sum[e_entry_link[i]] += e_weight[i]
-                frozen_entries[e_entry_link[i]] += 1
-            else:
-                live_e[kept] = i
-                kept += 1
-        k_e = kept
+        k_e = _freeze(live_e, k_e, e_row, e_entry_link, e_weight, newly, rate, level, frozen_sum, frozen_entries)
         kept = 0
         for j in range(k_b):
             i = live_b[j]
@@ -264,12 +258,7 @@ def fill_units(
                     frozen_entries[u_entry_link[q]] += frozen_rows[x]
                 rows_of[x] -= frozen_rows[x]
                 frozen_rows[x] = 0
-        for c in range(u):
-            remaining[c] -= frozen_sum[c] * level
-            count[c] -= frozen_sum[c]
-            entries[c] -= frozen_entries[c]
-            frozen_sum[c] = 0.0
-            frozen_entries[c] = 0
+        _take_frozen(remaining, count, entries, frozen_sum, frozen_entries, level)
         newly[:] = False
     for c in range(u):
         compact[used[c]] = -1
