@@ -1,8 +1,8 @@
 """Compute streams: each device runs kernels one at a time per stream, and counts what it ran.
 
 A `Device` wraps a hardware `DeviceSpec` with named streams (at least `compute` and `comm`), each a
-SimPy resource of capacity one (`Stream`, sim/engine/stream.py), like CUDA streams: kernels on one stream serialise, kernels on
-different streams overlap (communication hides under compute).
+SimPy resource of capacity one (`Stream`, sim/engine/stream.py), like CUDA streams: kernels on one
+stream serialise, kernels on different streams overlap (communication hides under compute).
 
 Its counters - busy seconds per stream (`busy_s`) and FLOPs done (`flop_done`) - are read by
 anyone and written only through its own API:
