@@ -171,6 +171,18 @@ def exact_sums(weights, entries):  # pragma: no cover (compiled)
 
 
 @njit(cache=True)
+def unit_runs(u_row, units):  # pragma: no cover (compiled)
+    """(first entry, number of entries) of each unit's shared entries (`u_row` ascending)."""
+    u_len = np.zeros(units, np.int64)
+    for q in range(len(u_row)):
+        u_len[u_row[q]] += 1
+    u_first = np.zeros(units, np.int64)
+    for x in range(1, units):
+        u_first[x] = u_first[x - 1] + u_len[x - 1]
+    return u_first, u_len
+
+
+@njit(cache=True)
 def fill_units(
     unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight, n, capacity, rate, compact
 ):  # pragma: no cover (compiled)
@@ -183,17 +195,12 @@ def fill_units(
     exact (`exact_sums`). Returns False (and fills nothing) where they may not be. `compact`: as
     in `fill_with`."""
     n_unit = len(unit)
-    u_len = np.zeros(units, np.int64)
-    for q in range(len(u_row)):
-        u_len[u_row[q]] += 1
+    u_first, u_len = unit_runs(u_row, units)
     expanded = len(e_link)  # the entries of the expanded rows
     for i in range(n_unit):
         expanded += u_len[unit[i]]
     if not (exact_sums(u_weight, expanded) and exact_sums(e_weight, expanded)):
         return False
-    u_first = np.zeros(units, np.int64)
-    for x in range(1, units):
-        u_first[x] = u_first[x - 1] + u_len[x - 1]
     rows_of = np.zeros(units, np.int64)  # unfrozen bundled rows of each unit
     for i in range(n_unit):
         rows_of[unit[i]] += 1

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from sim.network.filling_kernel import bundled_fill, fill_units, fill_with
+from sim.network.filling_kernel import bundled_fill, fill_units, fill_with, unit_runs
 from sim.network.links_kernel import drop_stale_cache, fill_on, rates_on, residual_on
 from sim.network.region_kernel import connected, load, prepare, settle_rows
 
@@ -125,12 +125,7 @@ def _expanded(unit, units, u_row, u_link, u_weight, e_row, e_link, e_weight):  #
     shared entries (its unit's, `u_row` ascending), then the edge entries."""
     if len(unit) == 0:
         return e_row, e_link, e_weight
-    u_len = np.zeros(units, np.int64)
-    for j in range(len(u_row)):
-        u_len[u_row[j]] += 1
-    u_first = np.zeros(units, np.int64)
-    for u in range(1, units):
-        u_first[u] = u_first[u - 1] + u_len[u - 1]
+    u_first, u_len = unit_runs(u_row, units)
     total = len(e_link)
     for i in range(len(unit)):
         total += u_len[unit[i]]
