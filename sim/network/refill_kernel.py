@@ -228,9 +228,9 @@ def refill(  # pragma: no cover (compiled)
         prepare(
             flows, clocks, slot_bundle, slot_start, slot_length, slot_fresh, slot_rate, entry_link, entry_weight,
             clock_count, clock_rate, pair_bundle, pair_link, pair_weight, pair_count, n_pairs, by_bundle_start,
-            by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight,
+            by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight, scratch[0], True,
         )
-    )  # fmt: skip
+    )  # fmt: skip  (scratch[0]: the old rates' edge load, summed as the entries are gathered)
     every = (len(u_link) + len(e_link)) * 8 >= len(capacity)  # many entries: every link, in order
     touched = no_links if every else _touched(u_link, e_link, compact)  # else the links they touch
     units = len(ids)
@@ -239,12 +239,11 @@ def refill(  # pragma: no cover (compiled)
     whole = len(flows) + in_clocks == n_alive
     old_load = no_rates
     residual = capacity
-    if not whole:
-        old_edge = scratch[0]
-        fill_on(old_edge, 0.0, touched, every)
+    old_edge = scratch[0]
+    if not whole:  # the edge sums made by `prepare`: the shared part here
         old_load = load(
-            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, 0, old_edge, touched,
-            every, scratch[1],
+            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, len(e_link),
+            old_edge, touched, every, scratch[1],
         )  # fmt: skip
         residual = scratch[2]
         residual_on(residual, capacity, link_rate, old_load, touched, every)
@@ -266,6 +265,7 @@ def refill(  # pragma: no cover (compiled)
         failed = not bundled
     if not bundled:
         if c:
+            fill_on(old_edge, 0.0, touched, every)  # zero again for the next refill
             return FAILED, ordered, clocks, no_rates, no_rates, link_rate, False, failed
         if not (
             n_unit
@@ -281,6 +281,7 @@ def refill(  # pragma: no cover (compiled)
     # whole: every link with entries is touched, the others carry no rate (0 before and after); else
     # elsewhere the old and new loads are 0: the rate stays
     rates_on(link_rate, old_load, new_load, whole, touched, every)
+    fill_on(old_edge, 0.0, touched, every)  # zero again for the next refill
     left = settle_rows(
         ordered, clocks, old, rate, now, slot_left, slot_t_ref, slot_rate, slot_fresh, slot_finish, slot_due,
         clock_v, clock_t, clock_rate, done_bytes,
