@@ -224,13 +224,14 @@ def refill(  # pragma: no cover (compiled)
         return NOTHING, flows, clocks, no_rates, no_rates, link_rate, False, False
     if c and not attempt:
         return UNCLOCK, flows, clocks, no_rates, no_rates, link_rate, False, False
+    # scratch[0]: the old rates' edge load, summed as the entries are gathered (zero between refills)
     ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, in_clocks = (
         prepare(
             flows, clocks, slot_bundle, slot_start, slot_length, slot_fresh, slot_rate, entry_link, entry_weight,
             clock_count, clock_rate, pair_bundle, pair_link, pair_weight, pair_count, n_pairs, by_bundle_start,
             by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight, scratch[0], True,
         )
-    )  # fmt: skip  (scratch[0]: the old rates' edge load, summed as the entries are gathered)
+    )  # fmt: skip
     every = (len(u_link) + len(e_link)) * 8 >= len(capacity)  # many entries: every link, in order
     touched = no_links if every else _touched(u_link, e_link, compact)  # else the links they touch
     units = len(ids)
