@@ -5,8 +5,9 @@ region to its rows' new rates, which sim/network/flow_table.py otherwise makes a
 1. picks the region: the loose flows at or above the level connected to a change
    (`FlowTable._affected`, region_kernel's `connected`) and the clocks at or above it
    (`BundleClocks.running`);
-2. gathers its rows (region_kernel's `prepare`) and, unless the region is every live flow, the load
-   they put on their links at their old rates and the capacity the others leave (`_prepare`);
+2. gathers its rows (region_kernel's `prepare`, which sums their edge entries' load at the old
+   rates as it writes them) and, unless the region is every live flow, the load they put on their
+   links at their old rates and the capacity the others leave (`_prepare`);
 3. fills them: bundled (filling_kernel's `bundled_fill`, when `attempt` and the bundles pay off) or
    row by row (`fill_units`: each bundled row's shared entries counted per unit, the same rates where
    every sum is exact, as with whole-number weights; else `fill_with` over `_expanded`'s entries: a
