@@ -182,9 +182,7 @@ class FlowTable(FlowSlots):
             n = self.num_links
             self._scratch = (
                 np.full(n, -1, dtype=np.int64),
-                # apart (a row of a 2-d array is not contiguous to numba); the first, the old rates' edge
-                # load, is zero between refills (`prepare` sums into it)
-                (np.zeros(n), *(np.empty(n) for _ in range(6))),
+                tuple(np.empty(n) for _ in range(7)),  # apart: a row of a 2-d array is not contiguous to numba
                 np.zeros(n, dtype=bool),
             )
         return self._scratch
@@ -343,8 +341,6 @@ class FlowTable(FlowSlots):
             store.arrays["length"][: store.size],
             entries["link"],
             entries["weight"],
-            np.zeros(0),
-            False,
         )
         ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, members = (
             rows

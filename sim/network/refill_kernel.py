@@ -5,9 +5,8 @@ region to its rows' new rates, which sim/network/flow_table.py otherwise makes a
 1. picks the region: the loose flows at or above the level connected to a change
    (`FlowTable._affected`, region_kernel's `connected`) and the clocks at or above it
    (`BundleClocks.running`);
-2. gathers its rows (region_kernel's `prepare`, which sums their edge entries' load at the old
-   rates as it writes them) and, unless the region is every live flow, the load they put on their
-   links at their old rates and the capacity the others leave (`_prepare`);
+2. gathers its rows (region_kernel's `prepare`) and, unless the region is every live flow, the load
+   they put on their links at their old rates and the capacity the others leave (`_prepare`);
 3. fills them: bundled (filling_kernel's `bundled_fill`, when `attempt` and the bundles pay off) or
    row by row (`fill_units`: each bundled row's shared entries counted per unit, the same rates where
    every sum is exact, as with whole-number weights; else `fill_with` over `_expanded`'s entries: a
@@ -225,12 +224,11 @@ def refill(  # pragma: no cover (compiled)
         return NOTHING, flows, clocks, no_rates, no_rates, link_rate, False, False
     if c and not attempt:
         return UNCLOCK, flows, clocks, no_rates, no_rates, link_rate, False, False
-    # scratch[0]: the old rates' edge load, summed as the entries are gathered (zero between refills)
     ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, in_clocks = (
         prepare(
             flows, clocks, slot_bundle, slot_start, slot_length, slot_fresh, slot_rate, entry_link, entry_weight,
             clock_count, clock_rate, pair_bundle, pair_link, pair_weight, pair_count, n_pairs, by_bundle_start,
-            by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight, scratch[0], True,
+            by_bundle, grouped, in_order, store_start, store_length, bundle_link, bundle_weight,
         )
     )  # fmt: skip
     every = (len(u_link) + len(e_link)) * 8 >= len(capacity)  # many entries: every link, in order
@@ -241,11 +239,12 @@ def refill(  # pragma: no cover (compiled)
     whole = len(flows) + in_clocks == n_alive
     old_load = no_rates
     residual = capacity
-    old_edge = scratch[0]
-    if not whole:  # the edge sums made by `prepare`: the shared part here
+    if not whole:
+        old_edge = scratch[0]
+        fill_on(old_edge, 0.0, touched, every)
         old_load = load(
-            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, len(e_link),
-            old_edge, touched, every, scratch[1],
+            unit, mult, has_mult, units, u_row, u_link, u_weight, e_row, e_link, e_weight, old, 0, old_edge, touched,
+            every, scratch[1],
         )  # fmt: skip
         residual = scratch[2]
         residual_on(residual, capacity, link_rate, old_load, touched, every)
@@ -267,7 +266,6 @@ def refill(  # pragma: no cover (compiled)
         failed = not bundled
     if not bundled:
         if c:
-            fill_on(old_edge, 0.0, touched, every)  # zero again for the next refill
             return FAILED, ordered, clocks, no_rates, no_rates, link_rate, False, failed
         if not (
             n_unit
@@ -283,7 +281,6 @@ def refill(  # pragma: no cover (compiled)
     # whole: every link with entries is touched, the others carry no rate (0 before and after); else
     # elsewhere the old and new loads are 0: the rate stays
     rates_on(link_rate, old_load, new_load, whole, touched, every)
-    fill_on(old_edge, 0.0, touched, every)  # zero again for the next refill
     left = settle_rows(
         ordered, clocks, old, rate, now, slot_left, slot_t_ref, slot_rate, slot_fresh, slot_finish, slot_due,
         clock_v, clock_t, clock_rate, done_bytes,

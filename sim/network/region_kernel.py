@@ -88,17 +88,13 @@ def prepare(  # pragma: no cover (compiled)
     store_length,
     bundle_link,
     bundle_weight,
-    old_edge,
-    with_old_edge,
 ):
     """The rows of a refill of loose `flows` and `clocks` (bundle ids, ascending): (flows bundled
     first, unit per bundled row, bundle id per unit, multiplicity per bundled row, shared entries
     (unit, link, weight), edge entries (row, link, weight), edge entries of bundled rows, old rates,
     members of the clocks). See `FlowTable._parts` for what each is. `in_order`: the grouped pairs
     are numbered bundle by bundle (`by_bundle` ascending), so the clocks' runs, taken in clock
-    order, are already in pair order. `with_old_edge`: the edge entries' load at the old rates is
-    summed into `old_edge` (per link, zero where they land) as they are written: `load`'s edge sums
-    with the old rates, the same products added in the same (entry) order, without its pass."""
+    order, are already in pair order."""
     n, c = len(flows), len(clocks)
     ordered = np.empty(n, np.int64)
     k = 0
@@ -145,12 +141,6 @@ def prepare(  # pragma: no cover (compiled)
     for u in range(units):
         b = ids[u]
         j = _copy_entries(u, store_start[b], store_length[b], bundle_link, bundle_weight, u_row, u_link, u_weight, j)
-    # the rows' old rates
-    old = np.empty(c + n)
-    for i in range(c):
-        old[i] = clock_rate[clocks[i]]
-    for i in range(n):
-        old[c + i] = 0.0 if slot_fresh[ordered[i]] else slot_rate[ordered[i]]
     # edge entries: the clocks' non-empty pairs in pair order, then the flows' own
     row_of = np.full(len(clock_count), -1, np.int64)
     for i in range(c):
@@ -179,21 +169,12 @@ def prepare(  # pragma: no cover (compiled)
         for i in range(c):
             b = clocks[i]
             if b + 1 < len(by_bundle_start):
-                r = old[i]
                 for p in range(by_bundle_start[b], by_bundle_start[b + 1]):  # bundle b's pairs: row i
-                    link, w = pair_link[p], pair_weight[p]
-                    e_row[k], e_link[k], e_weight[k] = i, link, w
-                    live = pair_count[p] > 0
-                    if with_old_edge:  # an empty pair adds +0.0: the sum stays (sums are never -0.0)
-                        old_edge[link] += w * r if live else 0.0
-                    k += live
+                    e_row[k], e_link[k], e_weight[k] = i, pair_link[p], pair_weight[p]
+                    k += pair_count[p] > 0
         for p in range(grouped, n_pairs):
-            row, link, w = row_of[pair_bundle[p]], pair_link[p], pair_weight[p]
-            e_row[k], e_link[k], e_weight[k] = row, link, w
-            live = (pair_count[p] > 0) & (row >= 0)
-            if with_old_edge:
-                old_edge[link] += w * old[row] if live else 0.0
-            k += live
+            e_row[k], e_link[k], e_weight[k] = row_of[pair_bundle[p]], pair_link[p], pair_weight[p]
+            k += (pair_count[p] > 0) & (row_of[pair_bundle[p]] >= 0)
         n_pair_entries = k
     else:
         selected = np.empty(0, np.int64)
@@ -225,25 +206,23 @@ def prepare(  # pragma: no cover (compiled)
             e_row[q] = row_of[pair_bundle[selected[q]]]
             e_link[q] = pair_link[selected[q]]
             e_weight[q] = pair_weight[selected[q]]
-            if with_old_edge:
-                old_edge[e_link[q]] += e_weight[q] * old[e_row[q]]
     split = n_pair_entries + bundled_own
     j = n_pair_entries
     for i in range(n):
         f = ordered[i]
-        first = j
         j = _copy_entries(c + i, slot_start[f], slot_length[f], entry_link, entry_weight, e_row, e_link, e_weight, j)
-        if with_old_edge:
-            r = old[c + i]
-            for q in range(first, j):
-                old_edge[e_link[q]] += e_weight[q] * r
     e_row, e_link, e_weight = e_row[:j], e_link[:j], e_weight[:j]
-    # multiplicity (clocks: their members)
+    # multiplicity (clocks: their members) and old rates
     mult = np.ones(c + n_bundled)
     members = 0
     for i in range(c):
         mult[i] = float(clock_count[clocks[i]])
         members += clock_count[clocks[i]]
+    old = np.empty(c + n)
+    for i in range(c):
+        old[i] = clock_rate[clocks[i]]
+    for i in range(n):
+        old[c + i] = 0.0 if slot_fresh[ordered[i]] else slot_rate[ordered[i]]
     return ordered, n_bundled, unit, ids, mult, u_row, u_link, u_weight, e_row, e_link, e_weight, split, old, members
 
 

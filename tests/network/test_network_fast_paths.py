@@ -937,32 +937,6 @@ def test_a_refill_in_one_compiled_call_takes_every_way_of_the_step_by_step_one()
     } <= outcomes, outcomes
 
 
-def test_a_refill_sums_its_old_edge_load_while_gathering_and_leaves_the_sums_at_zero():
-    """A compiled refill's old load on the edge links (its rows' edge entries at their old rates)
-    is summed by region_kernel `prepare` as it gathers the entries, into a per-link array that is
-    zero between refills: after every refill, whichever way it ends (including a failed bundled
-    check with clocks, and the region of every live flow, which needs no old load), the array is
-    zero again, and the tables keep the state of one that never compiles, to the bit."""
-    import sim.network.refill_kernel as refill_kernel
-
-    refill, outcomes = refill_kernel.refill, set()
-
-    def spy(*args):
-        old_edge = args[-2][0]  # scratch: the old rates' edge load first
-        assert not old_edge.any()
-        result = refill(*args)
-        assert not old_edge.any(), int(result[0])
-        outcomes.add(int(result[0]))
-        return result
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(refill_kernel, "refill", spy)
-        for seed in range(4):
-            _in_lockstep(np.random.default_rng(seed), uplink=3 * 10e9)
-        _in_lockstep(np.random.default_rng(5), uplink=10e9 / 4, idle_links=20_000)
-    assert {refill_kernel.FAILED, refill_kernel.REFILLED} <= outcomes
-
-
 @RUNS
 @given(st.integers(0, 2**32 - 1))
 def test_a_refill_of_a_few_of_many_links_works_on_those_and_keeps_every_sum(seed):
