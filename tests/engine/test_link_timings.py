@@ -107,3 +107,17 @@ def test_amounts_spread_per_timing_and_row_fill_the_bins_the_reference_fills(row
     spread_over_distinct_codes(reference, starts, ends, n_timings, entry_timing, entry_row, amounts)
     assert fast.width_s == reference.width_s
     assert fast._direct.tolist() == reference._direct.tolist() and fast._rate.tolist() == reference._rate.tolist()
+
+
+@pytest.mark.parametrize("flows", [0, 1, 7, 8, link_traffic._FEW_ENDS, link_traffic._FEW_ENDS + 1, 1000])
+def test_a_transfer_ends_when_its_last_flow_does_whatever_its_size(flows):
+    """`LinkTraffic.on_flows` reports a transfer as (endpoints, start, its last flow's end): the
+    largest of the flows' ends, found from a list for a few flows and by numpy beyond (the same
+    value either way), or the start for a transfer of no flows."""
+    seen = []
+    traffic = link_traffic.LinkTraffic([], transfer_ends=seen.extend)
+    ends = np.random.default_rng(flows).uniform(1.0, 2.0, flows)
+    traffic.on_flows(["a"] * flows, ["b"] * flows, 0.5, ends, "step")
+    expected = float(ends.max()) if flows else 0.5
+    assert seen == [(["a"] * flows, ["b"] * flows, 0.5, expected, "step")]
+    assert type(seen[0][3]) is float
