@@ -1,0 +1,127 @@
+"""Instruction counts of a scenario run, to compare two versions of the code where wall times cannot.
+
+    python benchmarks/instructions.py SCENARIO [--set KEY=VALUE ...] [--base REV] [--cache]
+
+On the VMs dcsim is developed on, the wall time of one run moves by 10-15% from one minute to the
+next (other tenants, memory bandwidth), so a change worth 2% is invisible in benchmarks/run.py's
+medians. Instructions executed are not: this runs the scenario in-process (`run(load_scenario(...))`,
+as benchmarks/run.py times it) under valgrind's callgrind, which counts every instruction the
+interpreter, numpy and the compiled kernels execute (`Ir`), the same to a few parts in 10^5 from one
+run to the next, however busy the machine. With `--base REV` the same run is counted for the
+committed revision REV too (checked out in a temporary git worktree) and the difference printed.
+
+What the count measures is work, not time: a change that saves memory traffic rather than
+instructions (the flow network's compiled refill gathers and sums arrays of ~16K entries) shows
+less in `Ir` than in seconds. `--cache` adds callgrind's cache simulation (first-level and
+last-level data misses) and its usual cycle estimate, Ir + 10 x first-level misses + 100 x
+last-level misses (all reads, writes and instruction fetches), a rough but load-independent
+proxy for those; it takes ~2x longer.
+
+Cost: ~50x the run's native wall time (the 128-GPU embedding iteration: ~3 min; the 1,024-GPU
+one: ~15 min), plus one native run of each version first, so that both are counted with numba's
+kernels already compiled and cached (a first run compiles them: seconds of instructions that have
+nothing to do with the change). Both counts include the interpreter's start-up and dcsim's imports
+(~1-2 G instructions); they cancel in the difference. Needs valgrind (not a Python package: the
+system's; e.g. `apt-get install valgrind`). Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+# the counted program: one in-process run of the scenario, as benchmarks/run.py times it
+_RUN = """import sys
+import sim
+from sim import load_scenario, run
+assert sim.__file__.startswith(sys.argv[-1]), (sim.__file__, sys.argv[-1])  # the code counted
+result = run(load_scenario(sys.argv[1], sys.argv[2:-1]))
+print("events", result.events)
+"""
+
+# callgrind's event names: instructions; first-level and last-level misses of instruction fetches,
+# data reads and data writes (with --cache-sim=yes)
+FIRST_LEVEL, LAST_LEVEL = ("I1mr", "D1mr", "D1mw"), ("ILmr", "DLmr", "DLmw")
+
+
+def totals(callgrind_out: str) -> dict[str, int]:
+    """The event totals of a callgrind output file's text: its `events:` line names them, its
+    `totals:` (or `summary:`) line counts them, in the same order."""
+    names: list[str] = []
+    counts: list[int] = []
+    for line in callgrind_out.splitlines():
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith(("totals:", "summary:")) and not counts:
+            counts = [int(x) for x in line.split()[1:]]
+    if not names or len(names) != len(counts):
+        raise ValueError("not a callgrind output: no events and totals lines that match")
+    return dict(zip(names, counts))
+
+
+def estimated_cycles(counts: dict[str, int]) -> int | None:
+    """Callgrind's usual cycle estimate: Ir + 10 x first-level misses + 100 x last-level misses
+    (None without the cache simulation's counts)."""
+    if not all(name in counts for name in FIRST_LEVEL + LAST_LEVEL):
+        return None
+    return (
+        counts["Ir"] + 10 * sum(counts[name] for name in FIRST_LEVEL) + 100 * sum(counts[name] for name in LAST_LEVEL)
+    )
+
+
+def count(code_root: Path, scenario: str, overrides: list[str], cache: bool) -> dict[str, int]:
+    """The event totals of one run of `scenario` with the code under `code_root`, after a native
+    run that compiles and caches numba's kernels there."""
+    env = {**os.environ, "PYTHONPATH": str(code_root)}  # and run from there: `-c` puts the cwd first
+    argv = [sys.executable, "-c", _RUN, scenario, *overrides, str(code_root)]
+    subprocess.run(argv, cwd=code_root, env=env, check=True, capture_output=True)  # warm: kernels cached
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        tool = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        if cache:
+            tool.append("--cache-sim=yes")
+        subprocess.run([*tool, *argv], cwd=code_root, env=env, check=True, capture_output=True)
+        return totals(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario", help="a scenario file (e.g. benchmarks/scenarios/embedding-128gpu.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--base", help="a git revision to count too (checked out in a temporary worktree)")
+    parser.add_argument("--cache", action="store_true", help="simulate the caches too (~2x slower)")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (the system's package, e.g. apt-get install valgrind)")
+    scenario = str(Path(args.scenario).resolve())
+    rows = [("working tree", count(ROOT, scenario, args.overrides, args.cache))]
+    if args.base:
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = Path(tmp) / "base"
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.base], cwd=ROOT, check=True)
+            try:
+                rows.insert(0, (f"base {args.base}", count(tree, scenario, args.overrides, args.cache)))
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
+    for label, counts in rows:
+        cycles = estimated_cycles(counts)
+        extra = f", estimated cycles {cycles:,}" if cycles is not None else ""
+        print(f"{label}: {counts['Ir']:,} instructions{extra}")
+    if len(rows) == 2:
+        (_, before), (_, after) = rows
+        for name, value in (("instructions", lambda c: c["Ir"]), ("estimated cycles", estimated_cycles)):
+            old, new = value(before), value(after)
+            if old and new is not None:
+                print(f"{name}: {new - old:+,} ({(new - old) / old:+.2%}) against the base")
+
+
+if __name__ == "__main__":
+    main()
