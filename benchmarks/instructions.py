@@ -6,23 +6,28 @@ On the VMs dcsim is developed on, the wall time of one run moves by 10-15% from 
 next (other tenants, memory bandwidth), so a change worth 2% is invisible in benchmarks/run.py's
 medians. Instructions executed are not: this runs the scenario in-process (`run(load_scenario(...))`,
 as benchmarks/run.py times it) under valgrind's callgrind, which counts every instruction the
-interpreter, numpy and the compiled kernels execute (`Ir`), the same to a few parts in 10^5 from one
-run to the next, however busy the machine. With `--base REV` the same run is counted for the
-committed revision REV too (checked out in a temporary git worktree) and the difference printed.
+interpreter, numpy and the compiled kernels execute (`Ir`), however busy the machine. With `--base
+REV` the same run is counted for the committed revision REV too (checked out in a temporary git
+worktree) and the difference printed.
+
+A count repeats to ~1 part in 10^6 because everything that would vary is fixed: string hashing
+(PYTHONHASHSEED=0), the numerical libraries' threads (one each: idle pool threads spin, and their
+instructions count), bytecode (every module compiled first: where PYTHONDONTWRITEBYTECODE is set,
+imports would otherwise compile sources, ~0.6 G instructions) and numba's kernels (one native run
+of each version first compiles and caches them). The same code counted from the working tree and
+from a worktree differs by ~0.01% (its paths): smaller differences mean nothing. Both counts include
+the interpreter's start-up and dcsim's imports (~2.5 G instructions), which cancel in the difference.
 
 What the count measures is work, not time: a change that saves memory traffic rather than
 instructions (the flow network's compiled refill gathers and sums arrays of ~16K entries) shows
 less in `Ir` than in seconds. `--cache` adds callgrind's cache simulation (first-level and
-last-level data misses) and its usual cycle estimate, Ir + 10 x first-level misses + 100 x
-last-level misses (all reads, writes and instruction fetches), a rough but load-independent
-proxy for those; it takes ~2x longer.
+last-level misses) and its usual cycle estimate, Ir + 10 x first-level misses + 100 x last-level
+misses (instruction fetches, data reads and writes), a rough but load-independent proxy for those.
 
-Cost: ~50x the run's native wall time (the 128-GPU embedding iteration: ~3 min; the 1,024-GPU
-one: ~15 min), plus one native run of each version first, so that both are counted with numba's
-kernels already compiled and cached (a first run compiles them: seconds of instructions that have
-nothing to do with the change). Both counts include the interpreter's start-up and dcsim's imports
-(~1-2 G instructions); they cancel in the difference. Needs valgrind (not a Python package: the
-system's; e.g. `apt-get install valgrind`). Not part of the test suite.
+Cost: callgrind runs a scenario 60-400x slower than natively (a small scenario, mostly start-up:
+~1 min a count on a 2-core VM whose engine probe reads 0.26x; the 128-GPU embedding iteration: over
+25 min), more with `--cache`. Needs valgrind (not a Python package: the system's; e.g. `apt-get
+install valgrind`). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -46,6 +51,11 @@ assert sim.__file__.startswith(sys.argv[-1]), (sim.__file__, sys.argv[-1])  # th
 result = run(load_scenario(sys.argv[1], sys.argv[2:-1]))
 print("events", result.events)
 """
+
+# one thread for the numerical libraries: idle pool threads spin, and callgrind counts their instructions
+_ONE_THREAD = {
+    name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+}
 
 # callgrind's event names: instructions; first-level and last-level misses of instruction fetches,
 # data reads and data writes (with --cache-sim=yes)
@@ -80,8 +90,13 @@ def estimated_cycles(counts: dict[str, int]) -> int | None:
 def count(code_root: Path, scenario: str, overrides: list[str], cache: bool) -> dict[str, int]:
     """The event totals of one run of `scenario` with the code under `code_root`, after a native
     run that compiles and caches numba's kernels there."""
-    env = {**os.environ, "PYTHONPATH": str(code_root)}  # and run from there: `-c` puts the cwd first
+    # run from there (`-c` puts the cwd first); string hashing fixed: dicts and sets cost the same each run
+    env = {**os.environ, "PYTHONPATH": str(code_root), "PYTHONHASHSEED": "0", **_ONE_THREAD}
     argv = [sys.executable, "-c", _RUN, scenario, *overrides, str(code_root)]
+    # bytecode for every module (where PYTHONDONTWRITEBYTECODE is set, imports would otherwise compile
+    # the sources each time: ~0.6 G instructions that a checkout with .pyc files does not spend)
+    compile_all = [sys.executable, "-m", "compileall", "-q", "sim", "hardware_models"]
+    subprocess.run(compile_all, cwd=code_root, check=True, capture_output=True)
     subprocess.run(argv, cwd=code_root, env=env, check=True, capture_output=True)  # warm: kernels cached
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
