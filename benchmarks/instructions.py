@@ -107,6 +107,16 @@ def count(code_root: Path, scenario: str, overrides: list[str], cache: bool) -> 
         return totals(out.read_text())
 
 
+def git_commit(revision: str) -> str:
+    """The commit `revision` names now (its full hash)."""
+    out = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"--base {revision}: not a commit of this repository")
+    return out.stdout.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("scenario", help="a scenario file (e.g. benchmarks/scenarios/embedding-128gpu.yaml)")
@@ -117,13 +127,16 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (the system's package, e.g. apt-get install valgrind)")
     scenario = str(Path(args.scenario).resolve())
+    # the base as a commit now: a name like HEAD~1 would mean another commit by the time (minutes
+    # later) it is checked out, were one committed meanwhile
+    base = git_commit(args.base) if args.base else None
     rows = [("working tree", count(ROOT, scenario, args.overrides, args.cache))]
-    if args.base:
+    if base:
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "base"
-            subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.base], cwd=ROOT, check=True)
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], cwd=ROOT, check=True)
             try:
-                rows.insert(0, (f"base {args.base}", count(tree, scenario, args.overrides, args.cache)))
+                rows.insert(0, (f"base {args.base} ({base[:10]})", count(tree, scenario, args.overrides, args.cache)))
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
     for label, counts in rows:
